@@ -1,0 +1,1 @@
+"""Top-level test configuration. Shared helpers live in tests/support/."""
