@@ -85,6 +85,7 @@ class Request:
     found_in: str | None = None  # the directory (with hwcaps subdirectory, if any) the file was found in
     searched: tuple[SearchStep, ...] = ()  # every step tried, in order (for a miss: everything the loader tried)
     error: str | None = None  # ERROR: the loader's reason, one line
+    skipped: tuple[str, ...] = ()  # files passed over on the way: "PATH (wrong ELF class: ELFCLASS32)"
 
     @property
     def found(self) -> bool:
@@ -115,6 +116,7 @@ class Request:
             "found_in": self.found_in,
             "searched": [step.to_json() for step in self.searched],
             "error": self.error,
+            "skipped": list(self.skipped),
             "description": self.describe(),
         }
 

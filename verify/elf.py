@@ -1,0 +1,267 @@
+"""Read what the dynamic loader reads from an ELF file: the ELF header, the program headers, PT_INTERP, PT_DYNAMIC
+and the strings it points to — nothing else.
+
+Why not pyelftools' ELFFile/iter_segments: they read section headers and build DynamicSegment objects that parse the
+symbol hash tables, which costs tens of milliseconds on torch's 0.4–1.3 GB libraries; the loader needs none of it
+(and a file whose section headers are stripped or cut off still loads). So this module uses pyelftools' struct
+definitions (`ELFStructs` + `struct_parse`) on just those few byte ranges: the cost does not grow with file size.
+
+What it does not do: relocations, symbols, versions, notes — the linkage analysis only needs names and paths.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+from elftools.common.exceptions import ELFError as _PyElfError
+from elftools.common.utils import struct_parse
+from elftools.construct import ConstructError
+from elftools.elf.enums import ENUM_D_TAG_COMMON, ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION, ENUM_P_TYPE_BASE
+from elftools.elf.structs import ELFStructs
+
+ELF_MAGIC = b"\x7fELF"
+EM_X86_64 = ENUM_E_MACHINE["EM_X86_64"]
+EM_386 = ENUM_E_MACHINE["EM_386"]
+DF_1_NODEFLIB = 0x800
+
+_PT_LOAD = ENUM_P_TYPE_BASE["PT_LOAD"]
+_PT_DYNAMIC = ENUM_P_TYPE_BASE["PT_DYNAMIC"]
+_PT_INTERP = ENUM_P_TYPE_BASE["PT_INTERP"]
+_HEAD = 4096  # one read covers the ELF header and the program headers of nearly every file
+_MAX_STRING = 64 * 1024  # longer NEEDED/RPATH strings than this are not real
+
+
+class ElfError(Exception):
+    """The file cannot be read as ELF the way the loader needs; the message is one line naming the file."""
+
+    def __init__(self, path: str, reason: str, head: bytes = b""):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+        self.head = head  # the first bytes read (up to 64), so the loader model can apply glibc's own checks
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    """The loader-relevant facts of one ELF file (paths and strings exactly as stored, DSTs not expanded)."""
+
+    path: str
+    elf_class: int  # 32 or 64
+    little_endian: bool
+    ident_version: int  # e_ident[EI_VERSION]
+    osabi: int
+    abiversion: int
+    ident_padding_zero: bool
+    e_type: str  # "ET_DYN", "ET_EXEC", … (or "0x…" when unknown)
+    machine: int  # e_machine, numeric (62 = x86-64)
+    version: int  # e_version
+    phentsize: int
+    interp: str | None = None
+    has_dynamic: bool = False
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: str | None = None  # raw DT_RPATH; see effective_rpath for what glibc uses
+    runpath: str | None = None
+    flags_1: int = 0
+
+    @property
+    def nodeflib(self) -> bool:
+        return bool(self.flags_1 & DF_1_NODEFLIB)
+
+    @property
+    def effective_rpath(self) -> str | None:
+        """glibc ignores DT_RPATH entirely when the same object has DT_RUNPATH (elf/get-dynamic-info.h)."""
+        return None if self.runpath is not None else self.rpath
+
+    @property
+    def machine_name(self) -> str:
+        return _MACHINE_NAMES.get(self.machine, hex(self.machine))
+
+
+_MACHINE_NAMES = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+_TYPE_NAMES = {v: k for k, v in ENUM_E_TYPE.items() if isinstance(v, int)}
+_STRUCTS: dict[tuple[bool, int], ELFStructs] = {}
+
+
+def _structs(little_endian: bool, elf_class: int) -> ELFStructs:
+    """pyelftools' structs for one (endianness, class), built once: building them costs more than a parse."""
+    key = (little_endian, elf_class)
+    structs = _STRUCTS.get(key)
+    if structs is None:
+        structs = ELFStructs(little_endian=little_endian, elfclass=elf_class)
+        structs.create_basic_structs()
+        # Only the program header and dynamic entry layouts are used; machine-specific tags are compared as numbers.
+        structs.e_machine = structs.e_type = structs.e_ident_osabi = None
+        structs._create_phdr()
+        structs._create_dyn()
+        _STRUCTS[key] = structs
+    return structs
+
+
+def _number(value, table: dict) -> int:
+    """pyelftools' Enum fields give names for known values and ints otherwise; the loader compares numbers."""
+    return value if isinstance(value, int) else table[value]
+
+
+def read_elf(path: str, *, opened_path: str | None = None) -> ElfInfo:
+    """Read `opened_path` (default `path`) and report it as `path` (with --root the two differ).
+
+    Raises ElfError for anything that is not a readable ELF file with sane program headers and dynamic section.
+    """
+    real = opened_path or path
+    try:
+        with open(real, "rb") as stream:
+            return _parse(path, stream)
+    except ElfError:
+        raise
+    except IsADirectoryError:
+        raise ElfError(path, "is a directory, not an ELF file") from None
+    except FileNotFoundError:
+        raise ElfError(path, "no such file") from None
+    except PermissionError:
+        raise ElfError(path, "permission denied (run as a user who can read it)") from None
+    except OSError as error:
+        raise ElfError(path, f"cannot read ({error.strerror or error})") from None
+
+
+def _parse(path: str, stream) -> ElfInfo:
+    head = stream.read(_HEAD)
+    try:
+        return _parse_head(path, stream, head)
+    except ElfError as error:
+        error.head = head[:64]
+        raise
+    except (ConstructError, _PyElfError, ValueError, KeyError, OverflowError) as error:
+        raise ElfError(path, f"corrupt ELF data ({error})", head[:64]) from None
+
+
+def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
+    if len(head) < 16 or head[:4] != ELF_MAGIC:
+        if head[:4] == ELF_MAGIC[: len(head[:4])] and len(head) < 16:
+            raise ElfError(path, "file too short to be ELF (truncated)")
+        raise ElfError(path, "not an ELF file (invalid ELF header)")
+    ei_class, ei_data = head[4], head[5]
+    if ei_class not in (1, 2):
+        raise ElfError(path, f"invalid ELF class {ei_class} in the header")
+    if ei_data not in (1, 2):
+        raise ElfError(path, f"invalid ELF data encoding {ei_data} in the header")
+    elf_class = 32 if ei_class == 1 else 64
+    little = ei_data == 1
+    structs = _structs(little, elf_class)
+    ehdr_size = 52 if elf_class == 32 else 64
+    if len(head) < ehdr_size:
+        raise ElfError(path, "file too short for its ELF header (truncated)")
+    ehdr = struct_parse(structs.Elf_Ehdr, io.BytesIO(head), 0)
+
+    phoff, phnum, phentsize = ehdr["e_phoff"], ehdr["e_phnum"], ehdr["e_phentsize"]
+    expected_phentsize = 32 if elf_class == 32 else 56
+    loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
+    interp = None
+    dynamic: tuple[int, int] | None = None
+    if phnum and phentsize == expected_phentsize:
+        table = _read_at(stream, head, phoff, phnum * phentsize, path, "program headers")
+        table_stream = io.BytesIO(table)
+        for index in range(phnum):
+            phdr = struct_parse(structs.Elf_Phdr, table_stream, index * phentsize)
+            p_type = phdr["p_type"]
+            p_type = p_type if isinstance(p_type, int) else ENUM_P_TYPE_BASE.get(p_type, -1)
+            if p_type == _PT_LOAD:
+                loads.append((phdr["p_vaddr"], phdr["p_filesz"], phdr["p_offset"]))
+            elif p_type == _PT_DYNAMIC and dynamic is None:
+                dynamic = (phdr["p_offset"], phdr["p_filesz"])
+            elif p_type == _PT_INTERP and interp is None:
+                raw = _read_at(stream, head, phdr["p_offset"], phdr["p_filesz"], path, "PT_INTERP")
+                interp = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+    fields = dict(
+        path=path,
+        elf_class=elf_class,
+        little_endian=little,
+        ident_version=head[6],
+        osabi=head[7],
+        abiversion=head[8],
+        ident_padding_zero=not any(head[9:16]),
+        e_type=_TYPE_NAMES.get(_number(ehdr["e_type"], ENUM_E_TYPE), None) or hex(_number(ehdr["e_type"], ENUM_E_TYPE)),
+        machine=_number(ehdr["e_machine"], ENUM_E_MACHINE),
+        version=_number(ehdr["e_version"], ENUM_E_VERSION),
+        phentsize=phentsize,
+        interp=interp,
+    )
+    if dynamic is None:
+        return ElfInfo(**fields)
+    return ElfInfo(**fields, has_dynamic=True, **_read_dynamic(stream, head, structs, dynamic, loads, path))
+
+
+def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path: str) -> dict:
+    offset, size = dynamic
+    entry_size = 8 if structs.elfclass == 32 else 16
+    raw = _read_at(stream, head, offset, size, path, "PT_DYNAMIC")
+    dyn_stream = io.BytesIO(raw)
+    needed: list[int] = []
+    last: dict[int, int] = {}  # glibc keeps the last entry of each tag in l_info[]
+    for index in range(len(raw) // entry_size):
+        entry = struct_parse(structs.Elf_Dyn, dyn_stream, index * entry_size)
+        tag = entry["d_tag"]
+        tag = tag if isinstance(tag, int) else ENUM_D_TAG_COMMON.get(tag, -1)
+        if tag == 0:  # DT_NULL
+            break
+        if tag == 1:  # DT_NEEDED
+            needed.append(entry["d_val"])
+        else:
+            last[tag] = entry["d_val"]
+    strtab = last.get(5)  # DT_STRTAB
+    if strtab is None:
+        if needed or any(tag in last for tag in (14, 15, 29)):
+            raise ElfError(path, "dynamic section has names but no DT_STRTAB (corrupt)")
+        return {"flags_1": last.get(0x6FFFFFFB, 0)}
+    strtab_offset = _vaddr_to_offset(strtab, loads, path)
+    strsz = last.get(10)  # DT_STRSZ
+
+    def string(index: int) -> str:
+        if strsz is not None and index >= strsz:
+            raise ElfError(path, f"string offset {index} beyond DT_STRSZ {strsz} (corrupt dynamic section)")
+        return _read_string(stream, strtab_offset + index, path)
+
+    return {
+        "soname": string(last[14]) if 14 in last else None,
+        "needed": tuple(string(index) for index in needed),
+        "rpath": string(last[15]) if 15 in last else None,
+        "runpath": string(last[29]) if 29 in last else None,
+        "flags_1": last.get(0x6FFFFFFB, 0),
+    }
+
+
+def _vaddr_to_offset(vaddr: int, loads, path: str) -> int:
+    """DT_STRTAB holds a virtual address: map it through the PT_LOAD segment that contains it."""
+    for p_vaddr, p_filesz, p_offset in loads:
+        if p_vaddr <= vaddr < p_vaddr + p_filesz:
+            return vaddr - p_vaddr + p_offset
+    raise ElfError(path, f"DT_STRTAB address {vaddr:#x} is in no PT_LOAD segment (corrupt)")
+
+
+def _read_at(stream, head: bytes, offset: int, size: int, path: str, what: str) -> bytes:
+    if offset + size <= len(head):
+        return head[offset : offset + size]
+    stream.seek(offset)
+    data = stream.read(size)
+    if len(data) != size:
+        raise ElfError(path, f"{what} at offset {offset:#x} (+{size} bytes) runs past the end of the file (truncated)")
+    return data
+
+
+def _read_string(stream, offset: int, path: str) -> str:
+    stream.seek(offset)
+    chunks = []
+    total = 0
+    while total < _MAX_STRING:
+        chunk = stream.read(256)
+        if not chunk:
+            raise ElfError(path, f"string at offset {offset:#x} runs past the end of the file (truncated)")
+        end = chunk.find(b"\0")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks).decode("utf-8", "surrogateescape")
+        chunks.append(chunk)
+        total += len(chunk)
+    raise ElfError(path, f"string at offset {offset:#x} is not terminated within {_MAX_STRING} bytes (corrupt)")
