@@ -110,7 +110,10 @@ def resolve(path: str, *, root: str = "/", library_path: str | None = None,
 
 
 def resolve_process(executable: str, dlopens: Iterable[str | Dlopen] = (), *, env: Mapping[str, str] | None = None,
-                    root: str = "/", platform: LoaderPlatform | None = None) -> ProcessImage:
-    """`env` is the process environment the loader reads (only LD_LIBRARY_PATH matters here); default: none."""
-    library_path = (env or {}).get("LD_LIBRARY_PATH")
+                    root: str = "/", platform: LoaderPlatform | None = None,
+                    library_path: str | None = None) -> ProcessImage:
+    """`env` is the process environment the loader reads (only LD_LIBRARY_PATH matters here; default: none);
+    `library_path`, when given, is LD_LIBRARY_PATH itself and wins over `env`."""
+    if library_path is None:
+        library_path = (env or {}).get("LD_LIBRARY_PATH")
     return Analyser(root, platform=platform).resolve_process(executable, dlopens, library_path=library_path)
