@@ -1,0 +1,79 @@
+"""`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
+
+Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from verify.host_check import CheckOptions, run_checks
+from verify.venv_layout import VenvError
+
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="every check of a workstation: linkage, versions, strays, runtime, NF4",
+        description=__doc__.splitlines()[0],
+    )
+    parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
+    parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
+    parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
+    parser.add_argument(
+        "--device", choices=("auto", "cpu"), default="auto",
+        help="auto: NF4 on every visible GPU (none visible fails, unless --no-gpu-required); "
+        "cpu: NF4 on the CPU only — for test fleets and CI, and the report says it is not a GPU pass",
+    )
+    parser.add_argument("--no-gpu-required", dest="gpu_required", action="store_false",
+                        help="a host without a GPU is not a failure (NF4 then runs on the CPU)")
+    parser.add_argument("--static-only", action="store_true",
+                        help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)")
+    parser.add_argument("--root", type=Path, default=Path("/"),
+                        help="analyse the filesystem image at DIR (implies --static-only)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not _RELEASE.match(args.expect_rocm):
+        print(f"verify check: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4", file=sys.stderr)
+        return 2
+    if not args.venv.is_absolute():
+        print(f"verify check: --venv {args.venv} must be an absolute path", file=sys.stderr)
+        return 2
+    if not args.root.is_dir():
+        print(f"verify check: --root {args.root} is not a directory", file=sys.stderr)
+        return 2
+    root = args.root.resolve()
+    options = CheckOptions(
+        venv=args.venv,
+        expect_rocm=args.expect_rocm,
+        expect_bitsandbytes=args.expect_bitsandbytes,
+        device=args.device,
+        gpu_required=args.gpu_required,
+        static_only=args.static_only or root != Path("/"),
+        root=root,
+        timeout=args.timeout,
+    )
+    try:
+        report = run_checks(options)
+    except VenvError as error:
+        print(f"verify check: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, indent=1, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        print(f"{report['host']['hostname']}: {report['verdict'].upper()} — {report['reason']}")
+        for check in report["checks"]:
+            print(f"  {_MARK[check['status']]}  {check['id']}: {check['reason']}")
+    return 1 if report["verdict"] == "fail" else 0

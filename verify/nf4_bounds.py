@@ -1,0 +1,76 @@
+"""Judging an NF4 smoke measurement: bitsandbytes' own error bounds, plus lower bounds that catch a no-op quantizer.
+
+The measurement itself happens in the venv (`runtime_probe.py`); this module only compares numbers, so it runs with
+the host's python3 and is easy to test. Sources of the bounds (../shared/notes/rocm-stack.md):
+- bitsandbytes' test_4bit_quant, randn 1024x1024, nf4, blocksize 64: mean |err| < 0.0733, mean relative err < 0.2057;
+- its test_matmul_4bit (randn A, xavier-uniform B): mean |out - A @ B.T| < 0.115;
+- measured on CPU with torch 2.13.0 / bitsandbytes 0.50.1 (fp32, bf16 and fp16 alike, three seeds): round trip
+  mean |err| 0.0728, relative 0.2035-0.2040; matmul_4bit mean |err| 0.0727-0.0730; Linear4bit vs nn.Linear cosine 0.996.
+A 4-bit code cannot reproduce a Gaussian matrix much better than that, so an error near zero means the quantizer did
+nothing (or was bypassed): the lower bounds sit well under the measured values and far above zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+BLOCKSIZE = 64
+SHAPE = (1024, 1024)
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class Bound:
+    key: str
+    label: str
+    low: float | None
+    high: float | None
+    source: str
+
+    def judge(self, value: float) -> str | None:
+        """None when within bounds, else one line saying which side and what it means."""
+        if self.high is not None and not value < self.high:
+            return f"{self.label} {value:.4f} ≥ {self.high} (bitsandbytes' own bound): the 4-bit kernels are wrong"
+        if self.low is not None and not value > self.low:
+            return f"{self.label} {value:.4f} ≤ {self.low}: no quantization error at all — the quantizer did nothing"
+        return None
+
+
+BOUNDS = (
+    Bound("roundtrip_mean_abs_error", "round-trip mean |err|", 0.06, 0.0733, "bitsandbytes test_4bit_quant nf4 bs64"),
+    Bound("roundtrip_mean_rel_error", "round-trip mean relative err", 0.15, 0.2057, "bitsandbytes test_4bit_quant"),
+    Bound("matmul_mean_abs_error", "matmul_4bit mean |err|", 0.03, 0.115, "bitsandbytes test_matmul_4bit"),
+    # Cosine: below 0.99 the layer is broken; at (almost) exactly 1 its weight was never quantized.
+    Bound("linear4bit_cosine", "Linear4bit vs float layer cosine", 0.99, 0.9995, "measured 0.996 on CPU"),
+)
+
+
+def judge_nf4(measurement: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """(within bounds, problems) for one device's measurement from the probe.
+
+    A step that raised is a problem named by its error; a missing number is a problem too (never a silent pass).
+    """
+    problems: list[str] = []
+    errors = measurement.get("errors") or {}
+    for step, message in errors.items():
+        problems.append(f"{step} raised: {message}")
+    for bound in BOUNDS:
+        value = measurement.get(bound.key)
+        if value is None:
+            if not errors:
+                problems.append(f"{bound.label} was not measured")
+            continue
+        if value != value:  # NaN
+            problems.append(f"{bound.label} is NaN: the kernels produced garbage")
+            continue
+        problem = bound.judge(float(value))
+        if problem:
+            problems.append(problem)
+    return (not problems, problems)
+
+
+def bounds_evidence() -> list[dict[str, Any]]:
+    return [
+        {"measure": b.key, "greater_than": b.low, "less_than": b.high, "source": b.source} for b in BOUNDS
+    ]
