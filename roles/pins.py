@@ -23,3 +23,20 @@ AMDGPU_INSTALL_USECASE = "rocm"
 TORCH_INDEX_URL = "https://download.pytorch.org/whl/rocm7.2"
 TORCH_SPEC = "torch==2.13.0+rocm7.2"
 BITSANDBYTES_VERSION = "0.50.1"
+
+# --- Host layout and safety margins ---------------------------------------------------------------------------------
+VENV_PATH = "/opt/rocm-fleet/venv"
+VENV_OWNER = "root"
+# Where the controller keeps the amdgpu-install deb on each host: a stable path, so a second run finds it (pyinfra's
+# apt.deb(src=URL) downloads to a fresh temporary name and reinstalls every time).
+INSTALLER_CACHE_DIR = "/var/cache/rocm-fleet"
+# Free disk needed before anything is installed, in GB (10^9 bytes), on each filesystem that will receive ROCm (/opt)
+# or the venv. Estimates, not measurements (no AMD host was at hand when this was written):
+#   ROCm 7.2.4 `--usecase=rocm` under /opt/rocm-7.2.4 (compilers, rocBLAS/hipBLASLt/MIOpen kernel databases) ~25 GB,
+#   plus the downloaded debs in /var/cache/apt/archives (kept by apt)                                           ~ 5 GB;
+#   the torch rocm7.2 venv (torch/lib bundles its own ROCm, ~4 GB wheel unpacked to ~12 GB) plus pip's cache   ~ 20 GB.
+ROCM_DISK_GB = 30
+VENV_DISK_GB = 20
+MIN_FREE_DISK_GB = ROCM_DISK_GB + VENV_DISK_GB
+# How long apt/dpkg wait for another package run (unattended-upgrades, a user's apt) to release the dpkg lock.
+DPKG_LOCK_TIMEOUT = 300

@@ -1,0 +1,73 @@
+"""Stopping one host with one line, and saying why a stage does nothing — shared by every stage.
+
+A stage that finds a host unfit (unsupported OS, colliding packages it may not remove, another ROCm release) calls
+`stop(reason)`: an operation that, when it executes, prints the reason on that host and fails it. pyinfra then runs
+nothing more on that host while the other hosts go on, and the run exits 1. Raising an exception instead would abort
+the whole fleet.
+
+`host_is_stopped()` tells later stages of the same run that this host was already stopped, so they plan nothing for
+it (a task file run alone checks for itself). `note(message)` is an operation that changes nothing and says so: the
+plan then shows e.g. "ROCm | skipped: rocm_install is 'skip'".
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from pyinfra import host, logger
+from pyinfra.api import FunctionCommand, operation
+from pyinfra.context import ctx_state
+
+# state -> names of the hosts a stage has stopped in this run (keyed by state: one pytest process runs many states).
+_stopped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _fail_host(state, host, reason: str) -> bool:
+    # pyinfra calls a command function with (state, host) and takes its return value as the command's status.
+    host.log_styled(reason, fg="red", log_func=logger.error)
+    return False
+
+
+def _log_reason(state, host, message: str) -> bool:
+    host.log_styled(message, log_func=logger.info)
+    return True
+
+
+def fail_command(reason: str) -> FunctionCommand:
+    """A command that fails the host with `reason`, for operations that find a blocker only at execution time."""
+    return FunctionCommand(_fail_host, (reason,), {})
+
+
+def tell_command(message: str) -> FunctionCommand:
+    """A command that prints `message` on the host's line when the operation runs (why it changes something)."""
+    return FunctionCommand(_log_reason, (message,), {})
+
+
+@operation(is_idempotent=False)
+def _stop_here(reason: str):
+    yield fail_command(reason)
+
+
+def stop(title: str, reason: str):
+    """Plan to fail this host here, printing `reason` (one line: what is wrong and what to do).
+
+    `title` is short and the same for every host stopped for the same kind of reason ("unsupported OS"): the plan
+    shows the operation as "<Stage> | stop: <title>" for all of them.
+    """
+    # Recorded now, not in the operation body: with `-y` pyinfra does not run bodies while planning.
+    _stopped.setdefault(ctx_state.get(), set()).add(host.name)
+    return _stop_here(reason, name=f"stop: {title}")
+
+
+@operation()
+def note(message: str):
+    """Change nothing; record `message` as the reason (shown with -v and in the plan's operation name)."""
+    host.noop(message)
+    yield from ()
+
+
+def host_is_stopped() -> bool:
+    """Whether an earlier stage of this run has already planned to stop the current host."""
+    return host.name in _stopped.get(ctx_state.get(), set())
+
+
