@@ -1,0 +1,61 @@
+"""`python -m verify strays [--root DIR] [--json]` — distro-archive ROCm packages installed, what needs them, and which
+ship a SONAME a ROCm 7.2 consumer could bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from verify.dpkg import DpkgDatabaseError
+from verify.strays import StraysReport, find_strays
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "strays",
+        help="report distro-archive ROCm packages (Debian/Ubuntu) installed",
+        description=__doc__,
+    )
+    parser.add_argument("--root", default="/", help="root of the system to read (a chroot, a mounted image); default /")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (schema verify.strays/1)")
+    parser.set_defaults(run=run)
+
+
+def format_text(report: StraysReport) -> str:
+    where = "" if report.root == "/" else f" under {report.root}"
+    if not report.strays:
+        return f"No distro-archive ROCm packages installed{where}.\n"
+    lines = [f"{len(report.strays)} distro-archive ROCm package(s) installed{where}:"]
+    for stray in report.strays:
+        lines.append(f"  {stray.describe()}")
+        for dependent in stray.dependents:
+            how = "needs it" if dependent.needs_it else f"could use {', '.join(dependent.alternatives)} instead"
+            lines.append(f"      {dependent.field} of {dependent.package}: {dependent.relation} ({how})")
+        for library in stray.libraries:
+            mark = "  <- ROCm 7.2 SONAME" if library.rocm_7_2_soname else ""
+            if library.soname:
+                soname = library.soname
+            else:
+                soname = f"no SONAME ({library.error})" if library.error else "no SONAME"
+            lines.append(f"      {library.path}: {soname}{mark}")
+        if stray.file_list_missing:
+            lines.append("      (dpkg has no file list for it: its libraries could not be checked)")
+    if report.binding_risk:
+        names = ", ".join(soname for stray in report.binding_risk for soname in stray.rocm_7_2_sonames)
+        lines.append(f"A ROCm 7.2 consumer could bind to {names} from these packages instead of ROCm 7.2's own.")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        report = find_strays(args.root)
+    except DpkgDatabaseError as error:
+        print(f"strays: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_text(report))
+    return 1 if report.strays else 0
