@@ -38,7 +38,7 @@ class FileSystemView:
     def host_path(self, path: str) -> str | None:
         """Where `path` of the analysed system can be opened here (None: it does not resolve inside the image)."""
         if not self.root:
-            return path if path else "."
+            return path if path.startswith("/") else self.absolute(path)
         path = self.absolute(path)
         if path in self._resolved:
             return self._resolved[path]
@@ -80,7 +80,7 @@ class FileSystemView:
         cached = self._listings.get(directory, False)
         if cached is not False:
             return cached
-        host = self.host_path(directory) if self.root else (directory or ".")
+        host = self.host_path(directory)
         try:
             names = frozenset(os.listdir(host)) if host else None
         except OSError:

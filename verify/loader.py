@@ -204,6 +204,16 @@ class Loader:
     # --- one request (_dl_map_object) --------------------------------------------------------------------------------
 
     def _request(self, name: str, requester: _Object | None, kind: str) -> tuple[_Object | None, bool]:
+        if kind == "needed" and "$" in name:
+            # elf/dl-deps.c expands DSTs in DT_NEEDED before anything else: the expanded name is what is looked up
+            # (and what ldd prints); an expansion that comes out empty is an error.
+            expanded = self._expand(name, requester)
+            if not expanded:
+                self._record(name, requester, kind, m.ERROR,
+                             error=f"{name}: empty dynamic string token substitution (needed by "
+                                   f"{requester.path if requester else 'the program'})")
+                return None, False
+            name = expanded
         loaded, matched_by = self._lookup_loaded(name)
         if loaded is not None:
             self._record(name, requester, kind, m.ALREADY_LOADED, path=loaded.path, matched_by=matched_by)
