@@ -1,0 +1,182 @@
+"""The Debian 12 (bookworm) root every test workstation starts from: built once with debootstrap, cached, shared.
+
+The cache key is a hash of the recipe below (suite, mirror, package list, and RECIPE_VERSION for the configuration
+steps), so changing any of them builds a new base next to the old one, and the old one is deleted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .commands import last_line, run
+from .errors import FleetError
+from .layout import Layout
+from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
+from .release import release_tree, remove_tree
+
+log = logging.getLogger(__name__)
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+# What a real workstation (and the deploy) needs beyond minbase, and why:
+INCLUDE = (
+    "python3",  # the verifier zipapp runs with the host's own python3 (3.11, matching the torch cp311 wheel)
+    "python3-venv",  # the venv stage (`python3 -m venv` with ensurepip)
+    "openssh-server",  # how pyinfra reaches the host (brings openssh-sftp-server for uploads)
+    "sudo",  # real fleets log in as an admin user with sudo: the `admin` account below
+    "pciutils",  # lspci, for the preflight's PCI display-device (GPU) detection; reads /sys, mounted read-only
+    "ca-certificates",  # the trust store every real workstation has (https apt sources, pip, curl)
+    "procps",  # ps/pgrep/pkill, used by pyinfra facts and by tests looking into a host
+    "rsync",  # syncing a wheelhouse to the hosts (rsync must exist on both ends)
+)
+# Bump when configure() below changes, so cached bases built by the old steps are replaced.
+RECIPE_VERSION = 1
+ADMIN_USER = "admin"
+STAMP = ".localfleet-base.json"
+
+APT_SOURCES = f"""\
+deb {MIRROR} {SUITE} main
+deb {MIRROR} {SUITE}-updates main
+deb http://deb.debian.org/debian-security {SUITE}-security main
+"""
+# Maintainer scripts call invoke-rc.d / deb-systemd-invoke, which ask this script first: 101 = "action forbidden".
+# A package installed in a test host therefore never starts a daemon on the controller machine.
+POLICY_RC_D = """\
+#!/bin/sh
+# localfleet test workstation: never start services from maintainer scripts (this root shares the controller's kernel).
+exit 101
+"""
+SSHD_DROP_IN = """\
+# localfleet test workstation: key login only, one host key (generated for each host when the fleet comes up).
+# Port and ListenAddress are given on sshd's command line (a free loopback port per host).
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    suite: str = SUITE
+    mirror: str = MIRROR
+    variant: str = "minbase"
+    include: tuple[str, ...] = INCLUDE
+    version: int = RECIPE_VERSION
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def dir_name(self) -> str:
+        return f"{self.suite}-{self.key}"
+
+
+def _chroot(root: Path, *argv: str, doing: str) -> None:
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
+    run(["chroot", root, *argv], doing, env=env)
+
+
+def configure(root: Path) -> None:
+    """Turn a fresh debootstrap root into the workstation template (nothing host-specific: that happens per host)."""
+    (root / "usr/sbin/policy-rc.d").write_text(POLICY_RC_D)
+    (root / "usr/sbin/policy-rc.d").chmod(0o755)
+    (root / "etc/apt/sources.list").write_text(APT_SOURCES)
+    (root / "etc/ssh/sshd_config.d/localfleet.conf").write_text(SSHD_DROP_IN)
+    # Every host gets its own host key at `up`; a key baked into the template would be shared by all of them.
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    (root / "run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    (root / "etc/localfleet").write_text(
+        "This is a localfleet test workstation (a chroot on the controller machine), not a real host.\n"
+    )
+    _chroot(root, "useradd", "--create-home", "--shell", "/bin/bash", "--groups", "sudo", ADMIN_USER,
+            doing=f"creating the {ADMIN_USER} account in {root}")
+    sudoers = root / "etc/sudoers.d/localfleet-admin"
+    sudoers.write_text(f"{ADMIN_USER} ALL=(ALL:ALL) NOPASSWD: ALL\n")
+    sudoers.chmod(0o440)
+    # Package lists, as a workstation has them; apt-get needs /proc for some of its work.
+    mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    try:
+        _chroot(root, "apt-get", "update", "-q", doing=f"apt-get update in {root} (is deb.debian.org reachable?)")
+        _chroot(root, "apt-get", "clean", doing=f"apt-get clean in {root}")
+    finally:
+        release_tree(root)
+
+
+def ensure_base(layout: Layout, recipe: Recipe = Recipe()) -> Path:
+    """The cached base root for `recipe`, built first if needed (~1 min; other processes wait on a file lock)."""
+    layout.bases.mkdir(parents=True, exist_ok=True)
+    target = layout.bases / recipe.dir_name
+    with open(layout.bases / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / STAMP).is_file():
+            return target
+        _build(layout, recipe, target)
+        _prune_unused_bases(layout, keep=target)
+    return target
+
+
+def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
+    if shutil.which("debootstrap") is None:
+        raise FleetError("debootstrap is not installed on the controller — apt-get install debootstrap (bin/bootstrap does)")
+    for stale in layout.bases.glob(".build-*"):  # a build interrupted by a killed process
+        log.info("removing interrupted base build %s", stale)
+        remove_tree(stale, inside=layout.cache)
+    if target.exists():  # no stamp: an incomplete copy, never trusted
+        remove_tree(target, inside=layout.cache)
+    building = layout.bases / f".build-{recipe.key}-{os.getpid()}"
+    layout.debs.mkdir(parents=True, exist_ok=True)
+    build_log = layout.bases / f"{recipe.dir_name}.log"
+    log.info("building the %s base root with debootstrap (about a minute; log: %s)", recipe.suite, build_log)
+    started = time.monotonic()
+    try:
+        with open(build_log, "w") as out:
+            done = subprocess.run(
+                ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.include)}",
+                 "--components=main", f"--cache-dir={layout.debs}", recipe.suite, str(building), recipe.mirror],
+                stdout=out, stderr=subprocess.STDOUT,
+            )
+        if done.returncode != 0:
+            raise FleetError(
+                f"debootstrap {recipe.suite} from {recipe.mirror} failed (exit {done.returncode}): "
+                f"{last_line(build_log.read_text())} — see {build_log}; check that the mirror is reachable"
+            )
+        configure(building)
+        (building / STAMP).write_text(json.dumps(asdict(recipe), indent=2) + "\n")
+        building.rename(target)
+    except BaseException:
+        remove_tree(building, inside=layout.cache)
+        raise
+    log.info("base root %s built in %.0f s", target, time.monotonic() - started)
+
+
+def copy_base(layout: Layout, base: Path, dest: Path) -> None:
+    """Copy the base root to `dest` (reflinks where the filesystem has them; ~0.5 s for the ~290 MB root otherwise).
+
+    A full copy, not a hard-linked tree: dpkg replaces files by rename (safe with links), but anything that writes a
+    file in place (`>>`, chmod, a test editing /etc) would change the base and every other host through the shared inode.
+    """
+    with open(layout.bases / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # a rebuild (exclusive) never prunes a base while it is being copied
+        run(["cp", "-a", "--reflink=auto", base, dest], f"copying the base root {base} to {dest}",
+            fix=f"check free space with `df -h {dest.parent}`")
+
+
+def _prune_unused_bases(layout: Layout, keep: Path) -> None:
+    # Hosts are full copies, so an older base serves no running fleet; called with the exclusive lock held.
+    for base in layout.bases.iterdir():
+        if base.is_dir() and base != keep and (base / STAMP).is_file():
+            log.info("removing base root %s (built by an older recipe)", base)
+            remove_tree(base, inside=layout.cache)

@@ -1,0 +1,127 @@
+"""`python -m localfleet up|down|status` — the command line of the local test fleet.
+
+Exit codes: 0 done, 1 the fleet could not be brought up or torn down (one line says why), 2 bad usage,
+130 interrupted (after tearing down what had been started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+
+from .errors import FleetError
+from .fleet import MAX_HOSTS, Fleet, down, list_fleets
+from .layout import check_name
+
+log = logging.getLogger("localfleet")
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt, so a half-done `up` tears itself down."""
+
+
+def _interrupt(signum: int, frame) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """While tearing down, a further Ctrl-C/SIGTERM must not leave half a teardown: note it, act after."""
+    pending: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            raise Interrupted(signal.Signals(pending[0]).name)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login, persistent=True)
+    for host in fleet.hosts:
+        log.info("  %s  ssh %s", host.name, " ".join(host.ssh_argv()))
+    log.info("fleet %r is up; `python -m localfleet down --name %s` tears it down", fleet.name, fleet.name)
+    print(fleet.inventory)  # stdout: just the inventory path, for scripts: inv=$(python -m localfleet up)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    with _signals_deferred():
+        if args.all:
+            names = [state.name for state in list_fleets()]
+        else:
+            names = [args.name]
+        for name in names:
+            log.info("fleet %r: %s", name, "torn down" if down(name) else "nothing to tear down")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    fleets = list_fleets()
+    if not fleets:
+        print("no local fleets")
+    for state in fleets:
+        if state.owner is None:
+            owner = "persistent (until `down`)"
+        else:
+            owner = f"owned by pid {state.owner.pid}" + ("" if state.owner.alive() else " — gone: stale, next up/down removes it")
+        print(f"{state.name}: {len(state.hosts)} host(s), login {state.login}, {owner}")
+        print(f"  inventory {state.directory}/inventory.py")
+        for host in state.hosts:
+            sshd = "sshd up" if host.sshd and host.sshd.alive() else "sshd DOWN"
+            print(f"  {host.name}  127.0.0.1:{host.port}  {sshd}  root {host.root}")
+    return 0
+
+
+def _host_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_HOSTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: a local fleet has 1 to {MAX_HOSTS} hosts")
+    return int(text)
+
+
+def _fleet_name(text: str) -> str:
+    try:
+        return check_name("fleet", text)
+    except FleetError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m localfleet", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    up = sub.add_parser("up", help="bring up N test workstations and print the inventory path")
+    up.add_argument("--hosts", type=_host_count, default=3, metavar="N", help="number of hosts (default 3)")
+    up.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
+    up.add_argument("--login", choices=("root", "admin"), default="root",
+                    help="SSH login of the inventory: root, or admin with sudo (_sudo: True), as real fleets do")
+    up.set_defaults(run=cmd_up)
+    dn = sub.add_parser("down", help="tear a fleet down: processes, mounts, files (the cached base stays)")
+    dn.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
+    dn.add_argument("--all", action="store_true", help="every local fleet")
+    dn.set_defaults(run=cmd_down)
+    st = sub.add_parser("status", help="list local fleets and their hosts")
+    st.set_defaults(run=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="localfleet: %(message)s",
+                        stream=sys.stderr)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _interrupt)
+    try:
+        return args.run(args)
+    except FleetError as error:
+        log.error("%s", error)
+        return 1
+    except Interrupted as why:
+        log.error("interrupted (%s); what was started has been torn down", why)
+        return 130

@@ -1,0 +1,282 @@
+"""A fleet of N local test workstations: bring it up, hand out its hosts and inventory, tear it down.
+
+    with Fleet.up(n=3) as fleet:                      # a unique name; torn down on exit, exception or Ctrl-C
+        subprocess.run(["pyinfra", str(fleet.inventory), "deploy.py", "-y"])
+        fleet.host("ws2").stop_sshd()
+
+A fleet brought up by a process that dies without tearing it down is found and removed by the next `Fleet.up`
+(any name) or `down`; one from `python -m localfleet up` (persistent=True) stays until `python -m localfleet down`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from .base import ADMIN_USER, copy_base, ensure_base
+from .commands import run
+from .errors import FleetError
+from .host import FleetHost
+from .hostroot import mount_kernel_filesystems, personalize
+from .inventory import host_entry, render_inventory, fleet_group_data
+from .layout import Layout, check_name
+from .ports import LOOPBACK, free_port, is_listening
+from .procs import ProcessId
+from .release import remove_tree
+from .sshd import PortTaken, start_sshd, stop_sshd
+from .state import FleetState, HostState, load_state, save_state
+
+log = logging.getLogger(__name__)
+
+MAX_HOSTS = 32
+PORT_ATTEMPTS = 5
+LOGINS = {"root": "root", "admin": ADMIN_USER}
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise FleetError(
+            "localfleet must run as root (it copies Debian roots, mounts /proc, /sys and /dev in them, chroots and starts "
+            "sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
+        )
+
+
+@contextlib.contextmanager
+def _fleet_lock(layout: Layout, name: str, blocking: bool = True) -> Iterator[bool]:
+    """Serialise up/down of one fleet name across processes; yields False when non-blocking and someone holds it."""
+    layout.fleets.mkdir(parents=True, exist_ok=True)
+    with open(layout.fleet_lock(name), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+class Fleet:
+    """A running local fleet (see the module docstring). Get one from Fleet.up() or Fleet.attach()."""
+
+    def __init__(self, layout: Layout, state: FleetState):
+        self.layout = layout
+        self._state = state
+        self._down = False
+
+    # --- bring up ---------------------------------------------------------------------------------------------------
+    @classmethod
+    def up(cls, n: int = 3, name: str | None = None, *, ports: Sequence[int] | None = None, login: str = "root",
+           data: dict | None = None, cache: Path | str | None = None, persistent: bool = False) -> Fleet:
+        """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind.
+
+        name: default a unique one; an existing fleet of that name whose owner is gone is torn down first.
+        ports: one per host (default: free ports picked, retried if taken meanwhile); a taken one is an error.
+        login: "root", or "admin" (a sudo account; the inventory then sets `_sudo: True`, as real fleets do).
+        data: group data merged over the test-fleet defaults (e.g. {"reports_dir": "/tmp/r"}).
+        persistent: the fleet outlives this process (the CLI); otherwise it belongs to this process.
+        """
+        require_root()
+        if not 1 <= n <= MAX_HOSTS:
+            raise FleetError(f"--hosts {n}: a local fleet has 1 to {MAX_HOSTS} hosts")
+        if ports is not None and len(ports) != n:
+            raise FleetError(f"ports {list(ports)}: give one port per host ({n}), or none to have free ones picked")
+        if login not in LOGINS:
+            raise FleetError(f"login {login!r}: use one of {sorted(LOGINS)}")
+        layout = Layout.default(cache)
+        name = check_name("fleet", name or f"t{os.getpid()}-{secrets.token_hex(3)}")
+        sweep_abandoned(layout, skip=name)
+        with _fleet_lock(layout, name):
+            fleet_dir = layout.fleet_dir(name)
+            if fleet_dir.exists():
+                old = load_state(fleet_dir)
+                if old and old.owner and old.owner.alive() and old.owner.pid != os.getpid():
+                    raise FleetError(f"fleet {name!r} is in use by running process {old.owner.pid}: choose another name, "
+                                     f"or stop that process (its fleet is then cleaned up by the next up/down)")
+                log.warning("fleet %r: removing what an earlier run left behind in %s", name, fleet_dir)
+                _teardown(layout, fleet_dir)
+            base = ensure_base(layout)
+            started = time.monotonic()
+            fleet_dir.mkdir(parents=True)
+            state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
+            save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
+            fleet = cls(layout, state)
+            try:
+                fleet._bring_up(n, ports, data or {}, persistent)
+            except BaseException:
+                log.info("fleet %r: bringing up failed, tearing down what was started", name)
+                _teardown(layout, fleet_dir)
+                raise
+            log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
+                     fleet.inventory)
+            return fleet
+
+    def _bring_up(self, n: int, ports: Sequence[int] | None, data: dict, persistent: bool) -> None:
+        ssh_dir = self.directory / "ssh"
+        ssh_dir.mkdir(mode=0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"localfleet-{self.name}", "-f", self.client_key],
+            f"generating the client key of fleet {self.name}", fix="apt-get install openssh-client")
+        client_public_key = self.client_key.with_name(self.client_key.name + ".pub").read_text()
+        for index in range(1, n + 1):
+            name = f"ws{index}"
+            root = self.directory / "hosts" / name / "root"
+            root.parent.mkdir(parents=True)
+            copy_base(self.layout, Path(self._state.base), root)
+            host_key = personalize(root, name, client_public_key)
+            mount_kernel_filesystems(root)
+            port, ident = self._start_first_sshd(root, name, ports[index - 1] if ports else None)
+            self._save(self._state.with_host(HostState(name, port, str(root), host_key, ident)))
+            log.info("fleet %r: %s listens on %s:%d", self.name, name, LOOPBACK, port)
+        self._write_inventory(data)
+        if persistent:
+            self._save(replace(self._state, owner=None))
+
+    def _start_first_sshd(self, root: Path, name: str, port: int | None) -> tuple[int, ProcessId]:
+        for attempt in range(1 if port else PORT_ATTEMPTS):
+            chosen = port or free_port()
+            try:
+                _, ident = start_sshd(root, name, chosen, self.sshd_log(name))
+                return chosen, ident
+            except PortTaken:
+                if port:
+                    raise FleetError(f"{name}: port {port} on {LOOPBACK} is taken by another program — "
+                                     "choose a free port, or let localfleet pick one") from None
+                log.info("%s: port %d was taken meanwhile, trying another (attempt %d)", name, chosen, attempt + 1)
+        raise FleetError(f"{name}: no free port on {LOOPBACK} after {PORT_ATTEMPTS} attempts — see {self.sshd_log(name)}")
+
+    def _write_inventory(self, data: dict) -> None:
+        user = LOGINS[self.login]
+        hosts = [host_entry(h.name, h.port, user, self.client_key, self.known_hosts) for h in self._state.hosts]
+        group = fleet_group_data(self.layout) | ({"_sudo": True} if self.login == "admin" else {}) | data
+        partial = self.inventory.with_suffix(".partial")
+        partial.write_text(render_inventory(self.name, hosts, group))
+        os.replace(partial, self.inventory)
+
+    # --- find an existing one ----------------------------------------------------------------------------------------
+    @classmethod
+    def attach(cls, name: str = "default", cache: Path | str | None = None) -> Fleet:
+        """The running fleet `name` (e.g. one from `python -m localfleet up`), to use its hosts from Python."""
+        layout = Layout.default(cache)
+        state = load_state(layout.fleet_dir(name))
+        if state is None:
+            raise FleetError(f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name {name}`")
+        return cls(layout, state)
+
+    # --- what a fleet has --------------------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._state.name
+
+    @property
+    def login(self) -> str:
+        return self._state.login
+
+    @property
+    def directory(self) -> Path:
+        return Path(self._state.directory)
+
+    @property
+    def inventory(self) -> Path:
+        return self.directory / "inventory.py"
+
+    @property
+    def client_key(self) -> Path:
+        return self.directory / "ssh" / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.directory / "ssh" / "known_hosts"
+
+    @property
+    def hosts(self) -> tuple[FleetHost, ...]:
+        return tuple(FleetHost(self, h.name, h.port, Path(h.root)) for h in self._state.hosts)
+
+    def host(self, name: str) -> FleetHost:
+        for host in self.hosts:
+            if host.name == name:
+                return host
+        raise FleetError(f"fleet {self.name!r} has no host {name!r} (it has {[h.name for h in self.hosts]})")
+
+    def host_state(self, name: str) -> HostState:
+        return next(h for h in self._state.hosts if h.name == name)
+
+    def sshd_log(self, host_name: str) -> Path:
+        return self.directory / "logs" / f"{host_name}-sshd.log"
+
+    def record_sshd(self, host_name: str, ident: ProcessId | None) -> None:
+        self._save(self._state.with_host(replace(self.host_state(host_name), sshd=ident)))
+
+    def _save(self, state: FleetState) -> None:
+        self._state = state
+        save_state(self.directory, state)
+        self.known_hosts.write_text("".join(f"[{LOOPBACK}]:{h.port} {h.host_public_key}\n" for h in state.hosts))
+
+    # --- tear down ---------------------------------------------------------------------------------------------------
+    def down(self) -> None:
+        """Stop every process in the hosts, unmount everything, delete the fleet's files (the base stays cached)."""
+        if not self._down:
+            down(self.name, cache=self.layout.cache)
+            self._down = True
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+
+def down(name: str = "default", cache: Path | str | None = None) -> bool:
+    """Tear down fleet `name` — running, half-built or left by a killed process. False when there was nothing."""
+    require_root()
+    layout = Layout.default(cache)
+    with _fleet_lock(layout, name):
+        fleet_dir = layout.fleet_dir(name)
+        if not fleet_dir.exists():
+            return False
+        _teardown(layout, fleet_dir)
+        return True
+
+
+def _teardown(layout: Layout, fleet_dir: Path) -> None:
+    started = time.monotonic()
+    state = load_state(fleet_dir)
+    for host in state.hosts if state else ():
+        stop_sshd(host.sshd)  # the listener first, so no new session starts while the rest is stopped
+    remove_tree(fleet_dir, inside=layout.fleets)  # every process rooted in it, every mount, then the files
+    for host in state.hosts if state else ():
+        if is_listening(host.port):  # not ours any more (nothing runs in the roots): someone else took the port
+            log.warning("port %d (was %s) is in use by another program after teardown", host.port, host.name)
+    log.info("fleet %r torn down in %.1f s", fleet_dir.name, time.monotonic() - started)
+
+
+def sweep_abandoned(layout: Layout, skip: str | None = None) -> list[str]:
+    """Tear down fleets whose owning process is gone (a killed test run). Returns their names."""
+    swept = []
+    for fleet_dir in sorted(layout.fleets.glob("*/")) if layout.fleets.is_dir() else ():
+        if fleet_dir.name == skip:
+            continue
+        with _fleet_lock(layout, fleet_dir.name, blocking=False) as locked:
+            if not locked:  # being brought up or torn down right now
+                continue
+            state = load_state(fleet_dir)
+            if state is not None and (state.owner is None or state.owner.alive()):
+                continue
+            owner = f"process {state.owner.pid}, no longer running" if state else "no state file: an interrupted up"
+            log.warning("removing abandoned fleet %r (%s)", fleet_dir.name, owner)
+            _teardown(layout, fleet_dir)
+            swept.append(fleet_dir.name)
+    return swept
+
+
+def list_fleets(cache: Path | str | None = None) -> list[FleetState]:
+    layout = Layout.default(cache)
+    found = []
+    for fleet_dir in sorted(layout.fleets.glob("*/")) if layout.fleets.is_dir() else ():
+        state = load_state(fleet_dir)
+        found.append(state or FleetState(fleet_dir.name, str(fleet_dir), "?", "?", None))
+    return found

@@ -1,0 +1,156 @@
+"""One test workstation of a running fleet, and what tests do with it: run a command inside it, install Debian
+packages, hold its dpkg lock, stop and start its sshd, ssh into it."""
+
+from __future__ import annotations
+
+import logging
+import select
+import shlex
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .commands import last_line
+from .errors import FleetError
+from .ports import LOOPBACK, is_listening
+from .procs import stop_processes
+from .sshd import start_sshd, stop_sshd
+
+if TYPE_CHECKING:
+    from .fleet import Fleet
+
+log = logging.getLogger(__name__)
+
+HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+            "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive"}
+# On the controller: a UTS namespace with the host's name, then chroot into its root (the command keeps the pid).
+_ENTER = 'hostname "$1" && root="$2" && shift 2 && exec chroot "$root" "$@"'
+
+# Runs inside the host with its python3: takes the locks the way apt and dpkg do (fcntl write locks on the whole file,
+# lock-frontend first), says so, and keeps them until it is stopped or `seconds` have passed.
+_HOLD_DPKG_LOCK = """\
+import fcntl, os, sys, time
+for path in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock"):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+print("locked", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+@dataclass
+class FleetHost:
+    fleet: Fleet
+    name: str
+    port: int
+    root: Path
+
+    def __repr__(self) -> str:
+        return f"FleetHost({self.name!r}, port={self.port}, root={str(self.root)!r})"
+
+    # --- inside the host (chroot, no SSH) --------------------------------------------------------------------------
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """The controller-side argv that runs `argv` inside this host (for Popen, when run() does not fit)."""
+        return ["unshare", "--uts", "--", "/bin/sh", "-c", _ENTER, "localfleet-enter", self.name, str(self.root), *argv]
+
+    def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
+            timeout: float | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """Run `argv` as root inside the host (chroot); text output captured. check=True: non-zero exit → FleetError."""
+        done = subprocess.run(self.command(argv), capture_output=True, text=True, input=input, timeout=timeout,
+                              env={**HOST_ENV, **(env or {})})
+        if check and done.returncode != 0:
+            raise FleetError(f"{self.name}: `{shlex.join(argv)}` failed (exit {done.returncode}): "
+                             f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}")
+        return done
+
+    def apt_install(self, packages: Sequence[str], *, recommends: bool = True, update: bool = True,
+                    lock_timeout_s: int = 120) -> subprocess.CompletedProcess:
+        """apt-get install from Debian's real archive inside the host (apt's defaults, Recommends included, unless told).
+
+        Maintainer scripts cannot start daemons (the base's policy-rc.d forbids it). Returns apt-get install's result.
+        """
+        if update:
+            self.run(["apt-get", "update", "-q"])
+        options = ["-o", f"DPkg::Lock::Timeout={lock_timeout_s}"] + ([] if recommends else ["--no-install-recommends"])
+        return self.run(["apt-get", "install", "-y", "-q", *options, *packages])
+
+    def hold_dpkg_lock(self, seconds: float = 600) -> DpkgLockHolder:
+        """Hold /var/lib/dpkg/lock-frontend and /var/lib/dpkg/lock in the host, as a running apt would.
+
+        Returns once the locks are held; release() (or leaving the `with` block, or `seconds` passing) lets them go.
+        """
+        process = subprocess.Popen(self.command(["python3", "-c", _HOLD_DPKG_LOCK, str(seconds)]),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=HOST_ENV)
+        ready, _, _ = select.select([process.stdout], [], [], 30)
+        line = process.stdout.readline() if ready else ""
+        if line.strip() != "locked":
+            stop_processes([process.pid])
+            process.wait()
+            raise FleetError(f"{self.name}: could not take the dpkg lock: {last_line(process.stderr.read())} "
+                             "(is apt or dpkg running in this host?)")
+        return DpkgLockHolder(self.name, process)
+
+    # --- sshd -----------------------------------------------------------------------------------------------------
+    def sshd_running(self) -> bool:
+        state = self.fleet.host_state(self.name)
+        return state.sshd is not None and state.sshd.alive()
+
+    def stop_sshd(self) -> None:
+        """Stop the host's sshd (the "unreachable host" case): new connections to its port are refused."""
+        stop_sshd(self.fleet.host_state(self.name).sshd)
+        self.fleet.record_sshd(self.name, None)
+        deadline = time.monotonic() + 5
+        while is_listening(self.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def start_sshd(self) -> None:
+        """Start the host's sshd again, on the same port (so the inventory stays right)."""
+        if self.sshd_running():
+            return
+        _, ident = start_sshd(self.root, self.name, self.port, self.fleet.sshd_log(self.name))
+        self.fleet.record_sshd(self.name, ident)
+
+    # --- over SSH, as pyinfra reaches it --------------------------------------------------------------------------
+    def ssh_argv(self, user: str | None = None) -> list[str]:
+        """OpenSSH client argv for this host, with the fleet's key and known_hosts (strict), no user config."""
+        return ["ssh", "-F", "/dev/null", "-i", str(self.fleet.client_key), "-p", str(self.port),
+                "-o", f"UserKnownHostsFile={self.fleet.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", f"{user or self.fleet.login}@{LOOPBACK}"]
+
+    def ssh(self, argv: Sequence[str], *, check: bool = True, user: str | None = None,
+            timeout: float | None = 60) -> subprocess.CompletedProcess:
+        done = subprocess.run([*self.ssh_argv(user), "--", shlex.join(argv)], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        if check and done.returncode != 0:
+            raise FleetError(f"{self.name}: ssh `{shlex.join(argv)}` failed (exit {done.returncode}): "
+                             f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}")
+        return done
+
+
+class DpkgLockHolder:
+    """A process inside a host holding its dpkg locks; a context manager that releases them on exit."""
+
+    def __init__(self, host_name: str, process: subprocess.Popen):
+        self.host_name = host_name
+        self.process = process
+        self.pid = process.pid  # apt names this pid in "It is held by process …"
+
+    def holding(self) -> bool:
+        return self.process.poll() is None
+
+    def release(self) -> None:
+        if self.process.poll() is None:
+            stop_processes([self.pid])
+        self.process.wait()
+        for stream in (self.process.stdout, self.process.stderr):
+            stream.close()
+
+    def __enter__(self) -> DpkgLockHolder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

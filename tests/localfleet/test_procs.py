@@ -1,0 +1,66 @@
+"""localfleet/procs.py: finding processes by their root directory and stopping them, on real processes."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from localfleet.procs import ProcessId, processes_rooted_under, start_time, stop_processes, stop_processes_rooted_under
+
+from .conftest import chrooted_python, needs_root
+
+pytestmark = [needs_root, pytest.mark.root]
+
+
+def test_a_chrooted_process_is_found_by_its_root_and_a_sibling_prefix_is_not(tmp_path):
+    tree, sibling = tmp_path / "tree", tmp_path / "tree2"
+    (tree / "sub").mkdir(parents=True)
+    sibling.mkdir()
+    inside = chrooted_python(tree / "sub", "print('in', flush=True); time.sleep(60)")
+    next_door = chrooted_python(sibling, "print('in', flush=True); time.sleep(60)")
+    try:
+        assert inside.stdout.readline() == next_door.stdout.readline() == "in\n"
+        assert processes_rooted_under(tree) == [inside.pid]
+        assert stop_processes_rooted_under(tree) == []
+        assert start_time(inside.pid) is None  # gone (and reaped: stop_processes reaps its own children)
+        assert next_door.poll() is None  # untouched
+    finally:
+        for p in (inside, next_door):
+            p.kill()
+            p.wait()
+
+
+def test_a_process_ignoring_sigterm_gets_sigkill(tmp_path):
+    stubborn = chrooted_python(
+        tmp_path, "signal.signal(signal.SIGTERM, signal.SIG_IGN); print('in', flush=True); time.sleep(60)"
+    )
+    try:
+        assert stubborn.stdout.readline() == "in\n"
+        os.kill(stubborn.pid, signal.SIGTERM)
+        with pytest.raises(subprocess.TimeoutExpired):
+            stubborn.wait(0.3)  # SIGTERM really is ignored
+        assert stop_processes([stubborn.pid], grace_s=0.3) == []
+        assert start_time(stubborn.pid) is None
+    finally:
+        stubborn.kill()
+        stubborn.wait()
+
+
+def test_process_id_tells_a_recycled_pid_from_the_original():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ident = ProcessId.of(child.pid)
+    assert ident.alive() and ident.start == start_time(child.pid)
+    assert not ProcessId(child.pid, ident.start + 1).alive()  # same pid, different start: another process
+    child.kill()
+    child.wait()
+    assert not ident.alive() and start_time(child.pid) is None
+    assert ProcessId.from_json(ident.to_json()) == ident
+
+
+def test_a_zombie_counts_as_gone():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+    assert start_time(child.pid) is None
+    child.wait()

@@ -1,0 +1,49 @@
+"""What a torn-down local fleet must not leave behind, read straight from the kernel — deliberately not through
+localfleet's own code, so that tests of localfleet's teardown do not grade themselves."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+
+def mounts_inside(directory: Path) -> list[str]:
+    top = os.path.realpath(directory)
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        if point == top or point.startswith(top + "/"):
+            found.append(point)
+    return found
+
+
+def processes_inside(directory: Path) -> list[str]:
+    top = os.path.realpath(directory)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            root = os.readlink(f"/proc/{pid}/root")
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if root == top or root.startswith(top + "/"):
+            found.append(f"{pid} ({name}, root {root})")
+    return found
+
+
+def listening(ports) -> list[int]:
+    open_ports = []
+    for port in ports:
+        with socket.socket() as client:
+            client.settimeout(1)
+            if client.connect_ex(("127.0.0.1", port)) == 0:
+                open_ports.append(port)
+    return open_ports
+
+
+def leftovers(directory: Path, ports=()) -> list[str]:
+    """One line per thing left: a mount in `directory`, a process rooted in it, a port still accepting connections."""
+    return ([f"mount {m}" for m in mounts_inside(directory)]
+            + [f"process {p}" for p in processes_inside(directory)]
+            + [f"port {p} listening" for p in listening(ports)])
