@@ -168,8 +168,9 @@ class StraysReport:
 
     @classmethod
     def from_json(cls, data: dict) -> StraysReport:
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"strays report: schema {data.get('schema')!r}, expected {SCHEMA!r}")
+        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        if schema != SCHEMA:
+            raise ValueError(f"strays report: schema {schema!r}, expected {SCHEMA!r}")
         return cls(data["root"], data["native_architecture"], tuple(Stray.from_json(item) for item in data["strays"]))
 
 
