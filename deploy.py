@@ -1,0 +1,31 @@
+"""The whole deploy: every stage in order, each the same task file that runs alone (pyinfra INVENTORY tasks/X.py).
+
+    pyinfra inventory/<fleet>.py deploy.py
+
+A host that a stage stops (one line says why) runs nothing after it; the other hosts go on.
+"""
+
+from pathlib import Path
+
+from pyinfra import host, local, logger
+
+from roles.settings import require_valid_inventory
+
+STAGES = (
+    "preflight",  # 1: supported OS, GPU, disk, accounts — changes nothing
+    "colliding_packages",  # 2: distro packages that would block amdgpu-install
+    "rocm",  # 3: ROCm 7.2.4 through amdgpu-install, /opt/rocm, render/video
+    "venv",  # 4: the torch + bitsandbytes venv (or from the wheelhouse)
+    "strays",  # 5: distro ROCm packages: report or remove
+    "verify",  # 6: the verifier on the host: linkage, versions, NF4; reports/<host>.json
+    "apt_hook",  # re-checks linkage after every dpkg run
+)
+
+require_valid_inventory()  # before any stage: bad inventory data refuses the whole run, on every host
+tasks = Path(__file__).resolve().parent / "tasks"
+for stage in STAGES:
+    task = tasks / f"{stage}.py"
+    if task.exists():
+        local.include(str(task))
+    else:
+        logger.info(f"{host.print_prefix}stage tasks/{stage}.py is not in this checkout: skipped")

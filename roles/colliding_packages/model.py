@@ -1,0 +1,44 @@
+"""Colliding packages, the pure part: which installed distro packages block amdgpu-install (no I/O)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from roles.colliding_packages.data import COLLIDING_PACKAGES, CollidingPackage
+from roles.debian_packages import InstalledPackage
+from verify.debversion import compare_versions
+
+# AMD's packages carry the ROCm build number before the revision: 1.0.0.70204-93~24.04, 22.0.0.26084.70201-81~24.04.
+_AMD_VERSION = re.compile(r"\.\d{5,6}-\d")
+
+
+@dataclass(frozen=True)
+class Collision:
+    package: InstalledPackage
+    amd_version: str  # the version AMD's package has for this build (without revision)
+    evidence: str
+
+    def describe(self) -> str:
+        return f"{self.package.name} {self.package.version} (distro; sorts above AMD's {self.amd_version})"
+
+
+def is_amd_version(version: str) -> bool:
+    return bool(_AMD_VERSION.search(version))
+
+
+def find_collisions(installed: dict[str, InstalledPackage], build: str,
+                    table: tuple[CollidingPackage, ...] = COLLIDING_PACKAGES) -> tuple[Collision, ...]:
+    """The installed distro packages of `table` whose versions sort above AMD's for `build` (Debian's rules).
+
+    AMD's own packages (of any release) are never collisions; a distro package that sorts below AMD's is not one
+    either (apt upgrades it to AMD's)."""
+    found = []
+    for entry in table:
+        package = installed.get(entry.name)
+        if package is None or is_amd_version(package.version):
+            continue
+        amd_version = f"{entry.amd_component_version}.{build}"
+        if compare_versions(package.version, amd_version) > 0:
+            found.append(Collision(package=package, amd_version=amd_version, evidence=entry.evidence))
+    return tuple(found)

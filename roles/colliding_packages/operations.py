@@ -1,0 +1,39 @@
+"""The colliding-packages operation: reads the installed versions in its body (when planning, and again when it runs)
+and removes the distro packages that would block amdgpu-install, saying why and what apt removes with them."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from roles.apt_commands import apt_get
+from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.colliding_packages.model import find_collisions
+from roles.debian_facts import AptRemovalSimulation, PackageVersions
+from roles.stage_control import tell_command
+
+WATCHED = tuple(entry.name for entry in COLLIDING_PACKAGES)
+
+
+def installed_collisions(build: str):
+    return find_collisions(host.get_fact(PackageVersions, packages=list(WATCHED)), build)
+
+
+@operation()
+def remove_colliding_packages(build: str, lock_timeout: int):
+    """No distro package whose version sorts above AMD's same-named package for ROCm build `build` is installed."""
+    collisions = installed_collisions(build)
+    if not collisions:
+        host.noop(f"no distro package collides with AMD's (checked: {', '.join(WATCHED)})")
+        return
+    names = [collision.package.name for collision in collisions]
+    removed = host.get_fact(AptRemovalSimulation, packages=names)
+    dependents = [f"{name} {version}".strip() for name, version in removed if name not in names]
+    message = ("removing " + ", ".join(c.describe() for c in collisions)
+               + ": apt would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)")
+    if dependents:
+        message += f"; apt also removes what depends on them: {', '.join(dependents)}"
+    yield tell_command(message)
+    yield apt_get("remove " + " ".join(shlex.quote(name) for name in names), lock_timeout)

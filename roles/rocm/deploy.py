@@ -1,0 +1,72 @@
+"""The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users into the GPU
+groups (also when ROCm is managed elsewhere: the users still need /dev/kfd and /dev/dri)."""
+
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import files
+
+from roles import pins
+from roles.os_support import support_for
+from roles.preflight.facts import OsReleaseFile
+from roles.rocm import operations
+from roles.rocm.facts import InstalledRocm
+from roles.rocm.model import installer_file_name, installer_package_version, installer_url, plan_rocm
+from roles.settings import settings_for
+from roles.stage_control import host_is_stopped, note, stop
+
+
+@deploy("ROCm")
+def rocm():
+    if host_is_stopped():
+        return
+    settings = settings_for(host)
+    if settings.rocm_install == "skip":
+        note("rocm_install is 'skip': ROCm is managed elsewhere on this host", name="skipped: rocm_install is 'skip'")
+        return
+    os_release = host.get_fact(OsReleaseFile)
+    support = support_for(os_release)
+    if support.installer_codename is None:
+        stop("no AMD installer for this OS", f"ROCm: {support.note}")
+        return
+    codename = support.installer_codename
+    release, build = settings.rocm_release, settings.rocm_build
+    plan = plan_rocm(host.get_fact(InstalledRocm), release, build, settings.rocm_other_release)
+    if plan.action == "stop":
+        stop("another ROCm release", f"ROCm: {plan.reason}")
+        return
+
+    version = installer_package_version(release, build)
+    deb_path = f"{pins.INSTALLER_CACHE_DIR}/{installer_file_name(release, build)}"
+    if operations.installed_installer_version() != version:
+        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR, mode="755")
+        files.download(
+            name=f"Download {installer_file_name(release, build)}",
+            src=installer_url(settings.repo_radeon_base_url, release, build, codename),
+            dest=deb_path,
+            sha256sum=settings.amdgpu_install_sha256 or pins.AMDGPU_INSTALL_SHA256.get(codename),
+        )
+    operations.installer_package(
+        name=f"Install amdgpu-install {version}", deb_path=deb_path, version=version,
+        lock_timeout=settings.dpkg_lock_timeout,
+    )
+    operations.amdgpu_repositories(
+        name="Check AMD's apt lists", base_url=settings.repo_radeon_base_url, release=release,
+        driver_release=settings.amdgpu_driver_release, codename=codename, installer_version=version,
+        lock_timeout=settings.dpkg_lock_timeout,
+    )
+    operations.rocm_stack(
+        name=f"amdgpu-install --usecase={pins.AMDGPU_INSTALL_USECASE} --no-dkms (ROCm {release})",
+        release=release, build=build, usecase=pins.AMDGPU_INSTALL_USECASE, side_by_side=plan.side_by_side,
+        lock_timeout=settings.dpkg_lock_timeout,
+    )
+    operations.opt_rocm_points_at(name=f"/opt/rocm -> /opt/rocm-{release}", release=release)
+
+
+@deploy("GPU access")
+def gpu_access():
+    if host_is_stopped():
+        return
+    settings = settings_for(host)
+    operations.gpu_groups(name="workstation_users in render and video", users=list(settings.workstation_users))

@@ -1,0 +1,278 @@
+"""ROCm, the pure part: AMD's file names and URLs, what is installed, what the apt lists must say, what to do.
+
+The installed release is read from the host itself — /opt/rocm-*/.info/version and dpkg's record of the `rocm-core`
+and `rocm` meta packages — never from a marker file of ours, so a host provisioned by hand counts as provisioned.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from roles import pins
+
+_RELEASE_IN_TEXT = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_PACKAGE_RELEASE = re.compile(r"^(\d+\.\d+\.\d+)\.(\d{5,6})\b")  # 7.2.4.70204-93~24.04 -> 7.2.4, 70204
+INSTALLED_STATES = ("ii", "hi")  # dpkg: wanted install/hold, status installed
+
+
+def release_folder(release: str) -> str:
+    """AMD's folder name for a release: 7.2.4 -> 7.2.4, but 7.2.0 -> 7.2 (AMD drops a .0 patch level)."""
+    major, minor, patch = release.split(".")
+    return f"{major}.{minor}" if patch == "0" else release
+
+
+def installer_package_version(release: str, build: str) -> str:
+    """The version of the amdgpu-install package: 7.2.4.70204-1 (7.2.70200-1 for 7.2.0)."""
+    return f"{release_folder(release)}.{build}-{pins.AMDGPU_INSTALL_REVISION}"
+
+
+def installer_file_name(release: str, build: str) -> str:
+    return f"amdgpu-install_{installer_package_version(release, build)}_all.deb"
+
+
+def installer_url(base_url: str, release: str, build: str, codename: str) -> str:
+    return (f"{base_url.rstrip('/')}/amdgpu-install/{release_folder(release)}/ubuntu/{codename}/"
+            f"{installer_file_name(release, build)}")
+
+
+# --- what is installed ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RocmTree:
+    path: str  # /opt/rocm-7.2.4
+    release: str  # from its .info/version, else from the directory name; "" when neither says
+
+
+@dataclass(frozen=True)
+class RocmPackage:
+    name: str  # rocm-core, rocm-core7.2.4, rocm, rocm7.2.4
+    version: str
+    status: str  # dpkg's abbreviated status, "ii" when installed
+
+    @property
+    def installed(self) -> bool:
+        return self.status[:2] in INSTALLED_STATES
+
+    @property
+    def release(self) -> str:
+        found = _PACKAGE_RELEASE.match(self.version)
+        return found.group(1) if found else ""
+
+    @property
+    def build(self) -> str:
+        found = _PACKAGE_RELEASE.match(self.version)
+        return found.group(2) if found else ""
+
+    @property
+    def multi_version(self) -> bool:
+        """AMD's multi-version packages carry the release in the name (rocm-core7.2.4)."""
+        return bool(re.search(r"\d+\.\d+\.\d+$", self.name))
+
+
+@dataclass(frozen=True)
+class RocmInstallation:
+    trees: tuple[RocmTree, ...]
+    opt_rocm: str  # where /opt/rocm resolves to ("" when absent)
+    packages: tuple[RocmPackage, ...]
+
+    def releases(self) -> tuple[str, ...]:
+        """Every release that left a trace: a tree under /opt or an installed rocm-core/rocm package."""
+        found = {tree.release for tree in self.trees if tree.release}
+        found.update(p.release for p in self.packages if p.installed and p.release)
+        return tuple(sorted(found, key=lambda r: tuple(int(x) for x in r.split("."))))
+
+    def is_complete(self, release: str, build: str) -> bool:
+        """The release's tree is there and dpkg has its rocm-core and its `rocm` meta package installed."""
+        tree = any(t.release == release and t.path == f"/opt/rocm-{release}" for t in self.trees)
+        installed = [p for p in self.packages if p.installed and p.release == release and p.build == build]
+        core = any(p.name in ("rocm-core", f"rocm-core{release}") for p in installed)
+        meta = any(p.name in ("rocm", f"rocm{release}") for p in installed)
+        return tree and core and meta
+
+    def single_version_release(self) -> str:
+        """The release installed with AMD's unversioned packages (a single-version install), or ""."""
+        for package in self.packages:
+            if package.installed and package.name == "rocm-core":
+                return package.release
+        return ""
+
+
+def parse_installation(lines: list[str]) -> RocmInstallation:
+    """Lines `tree PATH VERSION-TEXT`, `opt-rocm TARGET`, `pkg NAME VERSION STATUS` (see roles/rocm/facts.py)."""
+    trees, packages, opt_rocm = [], [], ""
+    for line in lines:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "tree" and len(words) >= 2:
+            path = words[1]
+            found = _RELEASE_IN_TEXT.search(" ".join(words[2:])) or _RELEASE_IN_TEXT.search(path.rsplit("/", 1)[-1])
+            trees.append(RocmTree(path=path, release=".".join(found.groups()) if found else ""))
+        elif words[0] == "opt-rocm":
+            opt_rocm = words[1] if len(words) > 1 else ""
+        elif words[0] == "pkg" and len(words) >= 4:
+            packages.append(RocmPackage(name=words[1], version=words[2], status=words[3]))
+    return RocmInstallation(trees=tuple(trees), opt_rocm=opt_rocm, packages=tuple(packages))
+
+
+# --- what to do ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RocmPlan:
+    action: str  # "none" | "install" | "stop"
+    side_by_side: bool  # install with --rocmrelease beside another release
+    reason: str
+
+
+def plan_rocm(installation: RocmInstallation, release: str, build: str, other_release_policy: str) -> RocmPlan:
+    if installation.is_complete(release, build):
+        return RocmPlan("none", False, f"ROCm {release} is installed (/opt/rocm-{release}, rocm-core {release}.{build})")
+    others = [r for r in installation.releases() if r != release]
+    if not others:
+        return RocmPlan("install", False, f"ROCm {release} is not installed")
+    listed = ", ".join(f"{r} (/opt/rocm-{r})" for r in others)
+    if other_release_policy == "stop":
+        return RocmPlan("stop", False,
+                        f"another ROCm release is installed: {listed}; rocm_other_release is 'stop': uninstall it "
+                        f"(sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side")
+    single = installation.single_version_release()
+    if single and single != release:
+        return RocmPlan("stop", False,
+                        f"ROCm {single} is a single-version install (package rocm-core), and AMD does not support "
+                        f"multi-version packages beside it: uninstall it first (sudo amdgpu-install --uninstall), "
+                        f"then deploy again")
+    return RocmPlan("install", True, f"installing ROCm {release} beside {listed} (rocm_other_release: side-by-side)")
+
+
+# --- the apt lists amdgpu-install writes -----------------------------------------------------------------------------
+
+ROCM_LIST = "/etc/apt/sources.list.d/rocm.list"
+AMDGPU_LIST = "/etc/apt/sources.list.d/amdgpu.list"
+# Used only when a list file has no entry whose options could be kept (AMD's manual method uses this keyring).
+DEFAULT_OPTIONS = "[arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg]"
+
+
+@dataclass(frozen=True)
+class AptEntry:
+    options: str  # "[arch=amd64 signed-by=…]" or ""
+    url: str
+    suite: str
+    components: str
+
+    def line(self) -> str:
+        return " ".join(part for part in ("deb", self.options, self.url, self.suite, self.components) if part)
+
+
+def parse_list_entries(text: str) -> tuple[AptEntry, ...]:
+    """One-line-style `deb [options] URL SUITE COMPONENT…` entries; comments, deb-src and junk ignored."""
+    entries = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line.startswith("deb "):
+            continue
+        rest = line[4:].strip()
+        options = ""
+        if rest.startswith("["):
+            end = rest.find("]")
+            if end < 0:
+                continue
+            options, rest = rest[: end + 1], rest[end + 1:].strip()
+        words = rest.split()
+        if len(words) < 2:
+            continue
+        entries.append(AptEntry(options=options, url=words[0].rstrip("/"), suite=words[1],
+                                components=" ".join(words[2:])))
+    return tuple(entries)
+
+
+def wanted_repositories(base_url: str, release: str, driver_release: str, codename: str) -> dict[str, tuple[str, ...]]:
+    """list file -> (url, suite) pairs it must hold, exactly. From 7.2 AMD splits them: rocm.list holds rocm/apt and
+    graphics, amdgpu.list the kernel-driver repository (numbered 30.30.x)."""
+    base = base_url.rstrip("/")
+    return {
+        ROCM_LIST: (f"{base}/rocm/apt/{release_folder(release)}",
+                    f"{base}/graphics/{release_folder(release)}/ubuntu"),
+        AMDGPU_LIST: (f"{base}/amdgpu/{release_folder(driver_release)}/ubuntu",),
+    }
+
+
+@dataclass(frozen=True)
+class RepositoryCheck:
+    problems: tuple[str, ...]  # what is wrong, per file
+    rewrites: dict[str, str]  # list file -> the content it must get
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_repositories(current: dict[str, str], base_url: str, release: str, driver_release: str,
+                       codename: str) -> RepositoryCheck:
+    """Compare the list files (path -> text; absent files missing) with what this release needs for this codename.
+
+    A file is rewritten whole when its entries are not exactly the wanted ones: AMD's 7.2.1 quick start had users fix
+    lists that named the wrong release, so a list is never trusted because the installer deb wrote it. The options of
+    the file's first entry (its signed-by keyring) are kept, else those of the other list, else DEFAULT_OPTIONS.
+    """
+    problems, rewrites = [], {}
+    parsed = {path: parse_list_entries(text) for path, text in current.items()}
+    any_options = next((e.options for entries in parsed.values() for e in entries if e.options), DEFAULT_OPTIONS)
+    for path, urls in wanted_repositories(base_url, release, driver_release, codename).items():
+        entries = parsed.get(path, ())
+        have = sorted((e.url, e.suite) for e in entries)
+        want = sorted((u, codename) for u in urls)
+        if have == want and all(e.components.split()[:1] == ["main"] for e in entries):
+            continue
+        if path not in current:
+            problems.append(f"{path} is missing")
+        else:
+            wrong = [f"{u} {s}" for u, s in have if (u, s) not in want]
+            lacking = [f"{u} {s}" for u, s in want if (u, s) not in have]
+            detail = "; ".join(part for part in (
+                f"unexpected {', '.join(wrong)}" if wrong else "",
+                f"lacks {', '.join(lacking)}" if lacking else "",
+            ) if part) or "entries without the main component"
+            problems.append(f"{path}: {detail}")
+        options = entries[0].options if entries and entries[0].options else any_options
+        lines = [f"# Written by rocm-fleet for ROCm {release} on {codename} (the list amdgpu-install wrote did not match)."]
+        lines += [AptEntry(options, url, codename, "main").line() for url in urls]
+        rewrites[path] = "\n".join(lines) + "\n"
+    return RepositoryCheck(problems=tuple(problems), rewrites=rewrites)
+
+
+def parse_list_files(lines: list[str]) -> dict[str, str]:
+    """`==> PATH` headers followed by that file's lines (see roles/rocm/facts.py)."""
+    files: dict[str, list[str]] = {}
+    current = None
+    for line in lines:
+        if line.startswith("==> ") and line.endswith(".list"):
+            current = line[4:]
+            files[current] = []
+        elif current is not None:
+            files[current].append(line)
+    return {path: "\n".join(body) + ("\n" if body else "") for path, body in files.items()}
+
+
+# --- render/video -----------------------------------------------------------------------------------------------------
+
+GPU_GROUPS = ("render", "video")
+
+
+@dataclass(frozen=True)
+class Accounts:
+    groups: frozenset[str]  # which of the asked groups exist
+    memberships: dict[str, frozenset[str] | None]  # user -> all their groups (None: no such user)
+
+
+def parse_accounts(lines: list[str]) -> Accounts:
+    """Lines `group NAME` for each existing group and `user NAME: GROUP…` / `user NAME: ?` (see facts.py)."""
+    groups, memberships = set(), {}
+    for line in lines:
+        if line.startswith("group "):
+            groups.add(line.split()[1])
+        elif line.startswith("user "):
+            name, _, rest = line[5:].partition(":")
+            words = rest.split()
+            memberships[name.strip()] = None if words == ["?"] else frozenset(words)
+    return Accounts(groups=frozenset(groups), memberships=memberships)

@@ -1,0 +1,117 @@
+"""ROCm operations. Each reads its facts in its body, so it decides twice: when planning (on the host as it was) and
+again when it runs (on the host as the earlier operations left it) — e.g. the apt lists are checked after the
+installer deb has written them. Each yields commands, or notes through `host.noop` what is already true."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host
+from pyinfra.api import operation
+
+from roles.apt_commands import apt_get, with_dpkg_lock_timeout
+from roles.debian_facts import PackageVersions
+from roles.rocm.facts import GroupAccounts, InstalledRocm, RocmAptLists
+from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
+from roles.stage_control import fail_command, tell_command
+
+INSTALLER_PACKAGE = "amdgpu-install"
+
+
+def installed_installer_version() -> str:
+    """The version of amdgpu-install dpkg has installed on the current host, or "" when none is."""
+    package = host.get_fact(PackageVersions, packages=[INSTALLER_PACKAGE]).get(INSTALLER_PACKAGE)
+    return package.version if package and package.status.startswith(("ii", "hi")) else ""
+
+
+@operation()
+def installer_package(deb_path: str, version: str, lock_timeout: int):
+    """AMD's amdgpu-install package at `version`, installed from the deb at `deb_path` with apt (which resolves its
+    dependencies and waits for the dpkg lock)."""
+    installed = installed_installer_version()
+    if installed == version:
+        host.noop(f"{INSTALLER_PACKAGE} {version} is installed")
+        return
+    yield apt_get(f"install {shlex.quote(deb_path)}", lock_timeout)
+
+
+@operation()
+def amdgpu_repositories(base_url: str, release: str, driver_release: str, codename: str, installer_version: str,
+                        lock_timeout: int):
+    """The apt lists amdgpu-install wrote point at rocm/apt/RELEASE, graphics/RELEASE/ubuntu and
+    amdgpu/DRIVER/ubuntu for `codename` — rewritten (then `apt-get update`) when they do not."""
+    current = host.get_fact(RocmAptLists)
+    if not current and installed_installer_version() != installer_version:
+        # Planning on a host without the installer yet: its deb writes the lists; this runs again after it.
+        host.noop(f"the apt lists come with {INSTALLER_PACKAGE} {installer_version}: checked once it is installed")
+        return
+    check = check_repositories(current, base_url, release, driver_release, codename)
+    if check.ok:
+        urls = [url for urls in wanted_repositories(base_url, release, driver_release, codename).values()
+                for url in urls]
+        host.noop(f"apt lists point at {', '.join(urls)} for {codename}")
+        return
+    yield tell_command("fixing AMD's apt lists: " + "; ".join(check.problems))
+    for path, text in sorted(check.rewrites.items()):
+        temporary = f"{path}.rocm-fleet-new"
+        # Written aside and moved into place: apt never reads a half-written list.
+        yield f"printf %s {shlex.quote(text)} > {shlex.quote(temporary)} && mv {shlex.quote(temporary)} {shlex.quote(path)}"
+    yield apt_get("update", lock_timeout)
+
+
+@operation()
+def rocm_stack(release: str, build: str, usecase: str, side_by_side: bool, lock_timeout: int):
+    """ROCm RELEASE installed by `amdgpu-install -y --usecase=USECASE --no-dkms` (the inbox kernel driver is used),
+    after an `apt-get update`; with `--rocmrelease=RELEASE` when installed beside another release."""
+    installation = host.get_fact(InstalledRocm)
+    if installation.is_complete(release, build):
+        host.noop(f"ROCm {release} is installed (/opt/rocm-{release}, rocm-core {release}.{build})")
+        return
+    flags = f"-y --usecase={usecase} --no-dkms" + (f" --rocmrelease={release}" if side_by_side else "")
+    yield apt_get("update", lock_timeout)
+    yield with_dpkg_lock_timeout(f"amdgpu-install {flags}", lock_timeout)
+    tree = f"/opt/rocm-{release}"
+    yield (f"test -d {tree} || {{ echo 'amdgpu-install ended without creating {tree}: read its output above' >&2; "
+           "exit 1; }")
+
+
+@operation()
+def opt_rocm_points_at(release: str):
+    """/opt/rocm resolves to /opt/rocm-RELEASE (bitsandbytes' RUNPATH searches /opt/rocm/lib first), set through
+    update-alternatives as AMD's packages register it."""
+    installation = host.get_fact(InstalledRocm)
+    target = f"/opt/rocm-{release}"
+    if installation.opt_rocm == target:
+        host.noop(f"/opt/rocm points at {target}")
+        return
+    if not any(tree.path == target for tree in installation.trees):
+        host.noop(f"/opt/rocm is checked once {target} is installed")
+        return
+    yield f"update-alternatives --set rocm {target}"
+
+
+@operation()
+def gpu_groups(users: list[str]):
+    """Each user is in `render` and `video` (appended: their other groups stay); the groups exist."""
+    if not users:
+        host.noop("no workstation_users to add to render and video")
+        return
+    accounts = host.get_fact(GroupAccounts, users=list(users), groups=list(GPU_GROUPS))
+    changes = False
+    for group in GPU_GROUPS:
+        if group not in accounts.groups:
+            changes = True
+            yield f"getent group {group} >/dev/null || groupadd --system {group}"
+    for user in users:
+        groups = accounts.memberships.get(user)
+        if groups is None:
+            changes = True
+            yield fail_command(f"user {user} does not exist (workstation_users): create the account, or remove it "
+                               "from workstation_users")
+            continue
+        missing = [group for group in GPU_GROUPS if group not in groups]
+        if missing:
+            changes = True
+            yield f"usermod -a -G {','.join(missing)} {shlex.quote(user)}"
+    if not changes:
+        host.noop(f"{', '.join(users)} in {' and '.join(GPU_GROUPS)}")

@@ -1,0 +1,59 @@
+"""roles/rocm/facts.py: recorded outputs in, parsed fact out (facts/<Fact>/<case>.json: this machine's real outputs,
+and mocks of hosts with AMD's packages, which cannot exist here — each case names its source); then each command run
+for real on this machine, which has no ROCm, checked against Python's own view."""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roles.rocm import facts
+from tests.support.operation_cases import fact_cases, jsonable, process_fact
+
+CASES = fact_cases(Path(__file__).parent / "facts")
+
+
+@pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=[f"{f}/{n}" for f, n, _ in CASES])
+def test_fact_case(fact, name, case):
+    assert jsonable(process_fact(getattr(facts, fact), case["output"])) == case["fact"]
+
+
+def _run(fact_cls, **arguments):
+    command = fact_cls().command(**arguments)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    return process_fact(fact_cls, done.stdout.splitlines())
+
+
+def test_installed_rocm_on_a_host_without_rocm():
+    assert not os.path.lexists("/opt/rocm") and not any(Path("/opt").glob("rocm-*")), "this machine has ROCm"
+    found = _run(facts.InstalledRocm)
+    assert (found.trees, found.opt_rocm, found.packages) == ((), "", ())
+
+
+def test_rocm_apt_lists_absent():
+    assert not Path("/etc/apt/sources.list.d/rocm.list").exists()
+    assert _run(facts.RocmAptLists) == {}
+
+
+def test_group_accounts_match_grp_and_pwd():
+    asked_groups = ["video", "render", "root"]
+    found = _run(facts.GroupAccounts, users=["root", "nobody", "no-such-user-h3a"], groups=asked_groups)
+    existing = set()
+    for name in asked_groups:
+        try:
+            grp.getgrnam(name)
+            existing.add(name)
+        except KeyError:
+            pass
+    assert found.groups == existing
+    for user in ("root", "nobody"):
+        entry = pwd.getpwnam(user)
+        expected = {grp.getgrgid(gid).gr_name for gid in os.getgrouplist(user, entry.pw_gid)}
+        assert found.memberships[user] == expected
+    assert found.memberships["no-such-user-h3a"] is None

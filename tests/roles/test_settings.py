@@ -1,0 +1,177 @@
+"""roles/settings.py: the inventory data contract. Unit checks of each validator's verdict, then the real pyinfra CLI:
+bad data refuses the whole run with one line naming host, key and fix, and no command runs on any host."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from roles import pins
+from roles.settings import KEYS, SCHEMA, HostSettings, check_data, markdown_table
+
+REPO = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+
+
+def _problems(data: dict) -> list[tuple[str, str]]:
+    return [(p.key, p.detail) for p in check_data("ws-01", data, foreign_keys={"ssh_port", "fake_responses"})[1]]
+
+
+def test_defaults_come_from_pins():
+    settings, problems = check_data("ws-01", {})
+    assert problems == ()
+    assert isinstance(settings, HostSettings)
+    assert (settings.rocm_release, settings.rocm_build, settings.venv_path, settings.min_free_disk_gb) == (
+        pins.ROCM_RELEASE, pins.ROCM_BUILD, pins.VENV_PATH, pins.MIN_FREE_DISK_GB)
+    assert settings.workstation_users == ()
+
+
+def test_valid_data_is_normalised():
+    settings, _ = check_data("ws-01", {"repo_radeon_base_url": "http://mirror.lab:8080/radeon/",
+                                       "workstation_users": ["maria", "tom"], "venv_path": "/srv/venvs/ml/",
+                                       "amdgpu_install_sha256": "AB" * 32, "wheelhouse": "/srv/wheels"})
+    assert settings.repo_radeon_base_url == "http://mirror.lab:8080/radeon"
+    assert settings.workstation_users == ("maria", "tom")
+    assert settings.venv_path == "/srv/venvs/ml"
+    assert settings.amdgpu_install_sha256 == "ab" * 32
+
+
+@pytest.mark.parametrize(("data", "key", "detail"), [
+    ({"rocm_release": 7.2}, "rocm_release",
+     "got the number 7.2, expected a string such as '7.2.4' (on the command line, quote it twice: "
+     "--data rocm_release='\"7.2.4\"')"),
+    ({"rocm_release": "7.2"}, "rocm_release", "got '7.2', expected a release as MAJOR.MINOR.PATCH such as '7.2.4'"),
+    ({"rocm_build": 70204}, "rocm_build", "got the number 70204, expected a string such as '70204' (on the command "
+                                          "line, quote it twice: --data rocm_build='\"70204\"')"),
+    ({"rocm_release": "7.2.3"}, "rocm_build",
+     "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
+    ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",
+     "got 'repo.radeon.com', expected an http(s) URL such as 'https://repo.radeon.com'"),
+    ({"venv_path": "opt/venv"}, "venv_path",
+     "got the relative path 'opt/venv', expected an absolute path such as '/opt/rocm-fleet/venv'"),
+    ({"venv_path": "/opt/../venv"}, "venv_path",
+     "got '/opt/../venv', expected a plain absolute path without '..', '//' or '.' parts"),
+    ({"wheelhouse": "wheels"}, "wheelhouse",
+     "got the relative path 'wheels', expected an absolute path such as '/opt/rocm-fleet/venv'"),
+    ({"stray_policy": "purge"}, "stray_policy", "got the string 'purge', expected one of: 'report', 'remove'"),
+    ({"rocm_other_release": "side_by_side"}, "rocm_other_release",
+     "got the string 'side_by_side', expected one of: 'stop', 'side-by-side'"),
+    ({"gpu_required": "no"}, "gpu_required", "got the string 'no', expected True or False"),
+    ({"min_free_disk_gb": -1}, "min_free_disk_gb", "got the number -1, expected a whole number >= 0"),
+    ({"dpkg_lock_timeout": 1.5}, "dpkg_lock_timeout", "got the number 1.5, expected a whole number >= 0"),
+    ({"workstation_users": "maria"}, "workstation_users",
+     "got the string 'maria', expected a list of user names such as ['maria']"),
+    ({"workstation_users": ["Maria Lopez"]}, "workstation_users",
+     "got 'Maria Lopez', expected a user name such as 'alice' (lower case, digits, '_' or '-')"),
+    ({"torch_spec": "torch=2.13"}, "torch_spec", None),
+    ({"bitsandbytes_version": "latest"}, "bitsandbytes_version",
+     "got 'latest', expected a version such as '0.50.1'"),
+    ({"amdgpu_install_sha256": "deadbeef"}, "amdgpu_install_sha256",
+     "got 'deadbeef', expected a sha256 of 64 hex digits (sha256sum FILE), or None"),
+    ({"rocm_relase": "7.2.4"}, "rocm_relase", "unknown key, did you mean rocm_release?"),
+    ({"workstation_user": ["maria"]}, "workstation_user", "unknown key, did you mean workstation_users?"),
+    ({"stray_polcy": "report"}, "stray_polcy", "unknown key, did you mean stray_policy?"),
+])
+def test_each_bad_value_is_one_problem_naming_key_and_fix(data, key, detail):
+    problems = _problems(data)
+    assert [k for k, _ in problems] == [key]
+    if detail is not None:
+        assert problems[0][1] == detail
+    else:
+        assert problems[0][1].startswith("got 'torch=2.13', not a pip requirement (")
+
+
+def test_pyinfra_keys_and_unrelated_keys_pass():
+    assert _problems({"ssh_port": 2222, "fake_responses": {}, "_sudo": True, "_sudo_password": "x",
+                      "team": "vision", "rack_location": "B4", "rocm_notes": "re-imaged in May"}) == []
+
+
+def test_every_schema_key_is_a_host_settings_field_and_has_a_meaning():
+    assert [key.name for key in SCHEMA] == list(KEYS)
+    assert all(key.meaning and key.type for key in SCHEMA)
+
+
+def test_readme_table_lists_exactly_the_schema_keys():
+    """The README's variables table is pasted from `python -m roles.settings`; it must list exactly these keys."""
+    readme = (REPO / "README.md").read_text()
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \|", readme, flags=re.MULTILINE)
+    assert rows, "README.md has no table of inventory variables: paste the output of `python -m roles.settings`"
+    assert rows == list(KEYS), "README's variables table differs from roles/settings.py: re-paste `python -m roles.settings`"
+    for line in markdown_table().splitlines()[2:]:
+        assert line in readme, f"README row out of date: {line}"
+
+
+# --- the real CLI ---------------------------------------------------------------------------------------------------
+
+def _inventory(tmp_path: Path, hosts: str) -> Path:
+    path = tmp_path / "fleet.py"
+    path.write_text(textwrap.dedent(hosts))
+    return path
+
+
+def _pyinfra(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYINFRA, *argv], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYINFRA_PROGRESS": "off", "HOME": "/root"})
+
+
+FLEET = """
+    fast = {"fake_delay": 0, "fake_delay_jitter": 0, "gpu_required": False}
+    lab = [
+        ("@fake/ws-01", dict(fast)),
+        ("@fake/ws-02", dict(fast, rocm_release=7.2)),  # a float: the inventory forgot the quotes
+        ("@fake/ws-03", dict(fast)),
+    ]
+"""
+
+
+@pytest.mark.parametrize("task", ["deploy.py", "tasks/preflight.py", "tasks/colliding_packages.py", "tasks/rocm.py"])
+def test_cli_refuses_the_whole_run_before_any_command_runs(tmp_path, task):
+    inventory = _inventory(tmp_path, FLEET)
+    done = _pyinfra(str(inventory), task, "-y", "-vv")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    errors = [line for line in output.splitlines() if "pyinfra error" in line]
+    assert len(errors) == 1, output
+    assert errors[0].endswith("inventory data of host @fake/ws-02, key rocm_release (host data): got the number 7.2, "
+                              "expected a string such as '7.2.4' (on the command line, quote it twice: "
+                              "--data rocm_release='\"7.2.4\"')")
+    # -vv echoes every command sent to a host (">>> …"), facts included: there must be none, on any host.
+    assert ">>>" not in output, output
+
+
+def test_cli_data_override_is_named_as_the_source(tmp_path):
+    inventory = _inventory(tmp_path, """
+        hosts = [("@fake/ws-01", {"fake_delay": 0, "fake_delay_jitter": 0, "gpu_required": False})]
+    """)
+    done = _pyinfra(str(inventory), "tasks/preflight.py", "--data", "stray_polcy=remove", "--dry")
+    assert done.returncode == 1
+    assert ("inventory data of host @fake/ws-01, key stray_polcy (--data): unknown key, did you mean stray_policy?"
+            in done.stderr)
+
+
+def test_cli_group_data_is_named_as_the_source(tmp_path):
+    (tmp_path / "group_data").mkdir()
+    (tmp_path / "group_data" / "lab.py").write_text("dpkg_lock_timeout = '300'\n")
+    inventory = _inventory(tmp_path, """
+        lab = [("@fake/ws-01", {"fake_delay": 0, "fake_delay_jitter": 0, "gpu_required": False})]
+    """)
+    done = _pyinfra(str(inventory), "tasks/preflight.py", "--dry")
+    assert done.returncode == 1
+    assert ("key dpkg_lock_timeout (group data 'lab'): got the string '300', expected a whole number >= 0"
+            in done.stderr)
+
+
+def test_cli_accepts_good_data_with_pyinfra_and_user_keys(tmp_path):
+    inventory = _inventory(tmp_path, """
+        hosts = [("@fake/ws-01", {"fake_delay": 0, "fake_delay_jitter": 0, "gpu_required": False,
+                                  "min_free_disk_gb": 0, "_sudo": True, "team": "vision"})]
+    """)
+    done = _pyinfra(str(inventory), "tasks/preflight.py", "--dry")
+    assert done.returncode == 0, done.stderr
+    assert "inventory data" not in done.stderr, done.stderr
+    assert "Preflight | stop: host is not fit" in done.stderr  # the run went on to judge the (empty) fake host

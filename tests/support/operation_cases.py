@@ -1,0 +1,104 @@
+"""Data-driven operation and fact tests in the shape of pyinfra's own (tests/operations/*.json, tests/facts/*.json).
+
+An operation case gives the *output lines of each fact's command* (keyed by the fact class's name), the operation's
+arguments, and what must come out: the commands, or — when there are none — the noop description:
+
+    {"args": {...}, "facts": {"InstalledRocm": ["tree /opt/rocm-7.2.4 7.2.4-93", ...]},
+     "commands": [...], "noop_description": "..."}
+
+The fact's own `process()` turns the lines into the value the operation sees (no lines: the fact's default), so a case
+exercises the parser and the operation together, as a host's real output would. Commands are compared as text;
+commands that run Python show as "tell: MESSAGE" (prints why) and "fail: REASON" (fails the host), and package
+commands wrapped to wait for the dpkg lock as "[dpkg lock wait 300 s] COMMAND".
+
+A fact case gives the fact's arguments, real output lines, and the parsed value as JSON:
+
+    {"arguments": {...}, "command": "...", "output": [...], "fact": {...}}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import FunctionCommand, StringCommand
+from pyinfra.context import ctx_host, ctx_state
+
+from roles.apt_commands import with_dpkg_lock_timeout
+from tests.support.pyinfra_ops import FakeHost
+
+_LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*? && \( (.*) \) > \"\$log\" 2>&1; rc=")
+
+
+class OutputHost(FakeHost):
+    """A stand-in host whose facts are computed from given command output by the real fact classes."""
+
+    def get_fact(self, fact_cls, *args, **kwargs):
+        assert not args, "pass fact arguments by keyword"
+        name = fact_cls.__name__
+        self.asked.append(name)
+        if name not in self.facts:
+            raise KeyError(f"the case gives no output for fact {name} (given: {sorted(self.facts)})")
+        lines = self.facts[name]
+        fact = fact_cls()
+        return fact.process(lines) if lines else fact.default()
+
+
+def render(command) -> str:
+    if isinstance(command, StringCommand):
+        command = command.get_raw_value()
+    if isinstance(command, str):  # operations may yield plain strings; pyinfra wraps them in StringCommand later
+        return _unwrap_lock_guard(command.strip())
+    if isinstance(command, FunctionCommand):
+        kind = {"_log_reason": "tell", "_fail_host": "fail"}.get(command.function.__name__, command.function.__name__)
+        return f"{kind}: {command.args[0]}"
+    return repr(command)
+
+
+def _unwrap_lock_guard(text: str) -> str:
+    """Show a command wrapped by roles.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND" — only when
+    the wrapper is exactly that function's output (tests/roles/test_apt_commands.py proves the wrapper itself)."""
+    found = _LOCK_GUARD.match(text)
+    if found and with_dpkg_lock_timeout(found.group(2), int(found.group(1))) == text:
+        return f"[dpkg lock wait {found.group(1)} s] {found.group(2)}"
+    return text
+
+
+def run_operation(operation, facts: dict[str, list[str]], **arguments) -> tuple[list[str], list[str]]:
+    """(commands as text, noop descriptions) of one run of the operation's body on a host with these fact outputs."""
+    host = OutputHost(facts)
+    with ctx_state.use(host.state), ctx_host.use(host):
+        commands = [render(command) for command in operation._inner(**arguments)]
+    return commands, host.noops
+
+
+def load_cases(directory: Path) -> list[tuple[str, dict]]:
+    return [(path.stem, json.loads(path.read_text())) for path in sorted(directory.glob("*.json"))]
+
+
+def jsonable(value: Any) -> Any:
+    """Frozen dataclasses, tuples, frozensets -> plain JSON values (sets sorted), to compare with a case's "fact"."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: jsonable(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (frozenset, set)):
+        return sorted(jsonable(item) for item in value)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def fact_cases(directory: Path) -> list[tuple[str, str, dict]]:
+    """(fact class name, case name, case) for every facts/<Fact>/<case>.json under `directory`."""
+    return [(fact_dir.name, name, case) for fact_dir in sorted(p for p in directory.iterdir() if p.is_dir())
+            for name, case in load_cases(fact_dir)]
+
+
+def process_fact(fact_cls, output: list[str]) -> Any:
+    """What pyinfra hands an operation for this command output: process(lines), or the default when there are none."""
+    fact = fact_cls()
+    return fact.process(output) if output else fact.default()
