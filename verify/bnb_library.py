@@ -9,6 +9,7 @@ Rules (read from the 0.50.1 wheel's cextension.py / cuda_specs.py):
 - otherwise among the packaged `libbitsandbytes_rocm<digits>.so` (ROCm tags split as one digit major, the rest minor:
   "714" → 7.14): exact match; else the highest lower one of the same major; else the lowest higher one of the same
   major (both with a warning); else the exact, non-existent name (bitsandbytes then fails "No compatible … binary").
+  A chosen file that does not exist is the caller's finding (`BnbChoice.path.exists()`).
 - when torch is not a ROCm build at all, this verifier uses the library for the *expected* release, so the linkage
   of what the host should run is still checked (the torch build is failed by its own check).
 """
@@ -25,7 +26,7 @@ SUFFIX = ".so"
 
 @dataclass(frozen=True)
 class BnbChoice:
-    path: Path  # may not exist (bitsandbytes would then fail to load it)
+    path: Path  # may not exist: bitsandbytes then fails with "No compatible ROCm binary found at PATH"
     rule: str  # how it was chosen, one line
     warning: str | None = None  # what bitsandbytes itself would warn about
     error: str | None = None  # what bitsandbytes itself would raise instead of loading anything
@@ -107,8 +108,5 @@ def select_bnb_library(
             "build instead"
         )
         return BnbChoice(available[picked], f"nearest same-major build for torch.version.hip {torch_hip}", warning)
-    return BnbChoice(
-        package_dir / exact_name,
-        f"no packaged ROCm {runtime[0]}.x build for torch.version.hip {torch_hip}",
-        error=f"No compatible ROCm binary found at {package_dir / exact_name}",
-    )
+    # bitsandbytes returns the missing exact name; loading it then fails with "No compatible ROCm binary found".
+    return BnbChoice(package_dir / exact_name, f"no packaged ROCm {runtime[0]}.x build for torch.version.hip {torch_hip}")

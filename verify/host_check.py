@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from verify.bnb_library import BnbChoice, release_tag, select_bnb_library
+from verify.elf import ElfError
 from verify.image import ProcessImage
 from verify.installed import check_bitsandbytes_version, check_system_rocm, check_torch_build, rocm_info_version
-from verify.linkage_check import Places, host_realpath, judge_linkage
+from verify.linkage_check import Places, judge_linkage
 from verify.maps_compare import compare_maps
 from verify.report import FAIL, PASS, SKIP, WARN, CheckResult, build_report
 from verify.runtime_check import ProbeRun, RuntimeExpectations, judge_runtime, run_probe
+from verify.strays import find_strays
 from verify.torch_loads import torch_import_dlopens
-from verify.venv_layout import Venv, dist_version, find_venv, torch_version_module, under_root
+from verify.venv_layout import Venv, dist_version, find_venv, host_realpath, torch_version_module, under_root
 
 TOOL_VERSION = "0.1.0"
 
@@ -75,11 +77,6 @@ def _python_tag(venv: Venv) -> str | None:
 def _strays(root: Path) -> tuple[CheckResult, dict[str, str], dict[str, Any] | None]:
     """(check, {canonical library path: "package version (distro)"}, facts) from the strays module."""
     try:
-        from verify.strays import find_strays
-    except ImportError:
-        check = CheckResult("strays", "stray distro ROCm packages", SKIP, "strays module not available", {})
-        return check, {}, None
-    try:
         report = find_strays(root)
     except (OSError, ValueError) as error:
         check = CheckResult(
@@ -126,7 +123,23 @@ def _static_linkage(
                         f"bitsandbytes would load no ROCm library: {choice.error}", {"bnb_choice": evidence_choice}),
             choice, torch_dlopens,
         )
-    image = resolve(str(options.venv / "bin" / "python"), [*torch_dlopens, bnb_host], options.root, options.environ)
+    if not choice.path.exists():
+        return (
+            CheckResult("linkage.static", title, FAIL,
+                        f"bitsandbytes would fail with 'No compatible ROCm binary found at {bnb_host}' ({choice.rule}) "
+                        f"— install torch for ROCm {options.expect_rocm} and bitsandbytes=={options.expect_bitsandbytes}",
+                        {"bnb_choice": evidence_choice}),
+            choice, torch_dlopens,
+        )
+    executable = str(options.venv / "bin" / "python")
+    try:
+        image = resolve(executable, [*torch_dlopens, bnb_host], options.root, options.environ)
+    except (ElfError, OSError) as error:
+        return (
+            CheckResult("linkage.static", title, FAIL,
+                        f"cannot analyse {executable}: {error} — recreate the venv", {"bnb_choice": evidence_choice}),
+            choice, torch_dlopens,
+        )
     notes = list(loads.notes)
     if choice.warning:
         notes.append(choice.warning)

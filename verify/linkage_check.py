@@ -26,35 +26,9 @@ from verify.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH
 from verify.installed import INSTALL_ROCM_FIX
 from verify.report import FAIL, PASS, WARN, CheckResult
 from verify.rocm_libraries import family, is_rocm_library
+from verify.venv_layout import host_realpath
 
 TORCH_LIB = "torch/lib"
-
-
-def host_realpath(path: str, root: Path = Path("/")) -> str:
-    """`path` with every symlink resolved *inside* the image at `root` (absolute links stay in the image)."""
-    if root == Path("/"):
-        return os.path.realpath(path)
-    parts = [p for p in path.split("/") if p]
-    resolved = "/"
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == ".":
-            continue
-        if part == "..":
-            resolved = posixpath.dirname(resolved.rstrip("/")) or "/"
-            continue
-        candidate = posixpath.join(resolved, part)
-        real = root / candidate.lstrip("/")
-        if real.is_symlink() and hops < 40:
-            hops += 1
-            target = os.readlink(real)
-            parts = [p for p in target.split("/") if p] + parts
-            if target.startswith("/"):
-                resolved = "/"
-            continue
-        resolved = candidate
-    return resolved
 
 
 @dataclass(frozen=True)
@@ -133,7 +107,8 @@ def judge_linkage(
             if "/opt/rocm" in canonical:
                 fix = f"point /opt/rocm at /opt/rocm-{release} or remove the other ROCm release"
             elif owner:
-                fix = f"remove {owner.split()[0]} (apt purge) or rebuild what pulls it in"
+                package = owner.split()[0]
+                fix = f"remove {package} (apt purge {package}, or stray_policy: remove)"
             else:
                 fix = "remove the distro ROCm package that ships it (`verify strays` names it)"
             problems.append(

@@ -8,9 +8,13 @@ assignments in `torch/version.py` with `ast` — importing it would import torch
 from __future__ import annotations
 
 import ast
+import os
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from verify.fsview import FileSystemView
 
 
 class VenvError(ValueError):
@@ -39,11 +43,26 @@ def find_venv(venv: Path, root: Path = Path("/")) -> Venv:
 
 
 def under_root(root: Path, path: Path | str) -> Path:
-    """A host path seen from a filesystem image mounted at `root`."""
+    """Where a host path of the image at `root` can be opened here (symlinks followed inside the image, so an
+    absolute link such as /opt/rocm -> /etc/alternatives/rocm stays in it)."""
     path = Path(path)
     if root == Path("/"):
         return path
+    found = FileSystemView(str(root)).host_path(str(path))
+    if found is not None:
+        return Path(found)
     return root / path.relative_to("/") if path.is_absolute() else root / path
+
+
+def host_realpath(path: str, root: Path = Path("/")) -> str:
+    """The canonical host path of `path` (every symlink resolved; inside the image when `root` is not /)."""
+    if root == Path("/"):
+        return os.path.realpath(path)
+    found = FileSystemView(str(root)).host_path(path)
+    if found is None:
+        return posixpath.normpath(path)
+    prefix = os.path.abspath(str(root))
+    return "/" + os.path.relpath(found, prefix) if found != prefix else "/"
 
 
 def _normalize(name: str) -> str:
