@@ -1,0 +1,44 @@
+"""verify/commands/check.py: `python -m verify check` — exit codes, text output, usage errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.standin_rocm import VENV, StandinImage
+from tests.support.venvs import REPO
+from tests.support.verify_runs import cached_check, torch_cpu_venv
+
+
+def verify(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "verify", "check", *arguments], cwd=REPO, capture_output=True,
+                          text=True)
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path):
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"
+    assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2").returncode == 2
+    assert verify("--venv", "relative/venv", "--expect-rocm", "7.2.4").returncode == 2
+    assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--device", "gpu").returncode == 2
+
+
+def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):
+    image = StandinImage(tmp_path / "image")
+    image.torch()
+    image.bitsandbytes()
+    image.system_rocm()
+    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith(": PASS — all 5 checks passed")
+    assert [line.split()[0] for line in lines[1:]] == ["PASS"] * 5
+
+
+@pytest.mark.slow
+def test_a_failed_check_exits_1():
+    report, done = cached_check(torch_cpu_venv(), "--device", "cpu")
+    assert report["verdict"] == "fail" and done.returncode == 1
