@@ -9,18 +9,19 @@ import argparse
 import importlib
 import sys
 
-# Each name is a module in verify/commands/ with register(subparsers).
-COMMANDS = ("ldd", "process", "strays", "check")
+# Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
+COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
+        module_name = f"verify.commands.{name.replace('-', '_')}"
         try:
-            module = importlib.import_module(f"verify.commands.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            if error.name != f"verify.commands.{name}":
+            if error.name != module_name:
                 raise
             continue  # not written yet
         module.register(subparsers)
