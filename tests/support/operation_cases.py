@@ -53,8 +53,8 @@ def render(command) -> str:
     if isinstance(command, str):  # operations may yield plain strings; pyinfra wraps them in StringCommand later
         return _unwrap_lock_guard(command.strip())
     if isinstance(command, FunctionCommand):
-        kind = {"_log_reason": "tell", "_fail_host": "fail"}.get(command.function.__name__, command.function.__name__)
-        return f"{kind}: {command.args[0]}"
+        kind = {"_log_reason": "tell", "_fail_host": "fail"}.get(command.function.__name__)
+        return f"{kind}: {command.args[0]}" if kind else f"python: {command.function.__name__}"
     return repr(command)
 
 

@@ -1,0 +1,195 @@
+"""The whole deploy (deploy.py) through pyinfra's @fake connector, for hosts that cannot exist here — Ubuntu noble and
+jammy workstations with an AMD GPU and AMD's repositories, one already provisioned, one with Ubuntu's colliding
+packages, one on an unsupported release. Each fake host answers the fact commands of stages 1-3 as a real one would
+(tests/support/fake_workstations.py); these tests are mocks, and say so. What they prove: the plan — which operations
+change which host, with exactly which commands — and that an unfit host stops with one line and nothing else runs on it.
+
+Stages 4-6 belong to other parts; their operations appear in the plan but are not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roles.preflight import facts as preflight_facts
+from roles.rocm import facts as rocm_facts
+from tests.support import fake_workstations
+
+REPO = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+OURS = ("tasks/preflight.py | ", "tasks/colliding_packages.py | ", "tasks/rocm.py | ")
+ENV = {"PATH": "/usr/bin:/bin", "HOME": "/root", "PYINFRA_PROGRESS": "off"}
+LOCK = "[dpkg lock wait 300 s] "
+APT = "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
+
+
+@pytest.fixture(scope="module")
+def inventory(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("fake")
+    path = directory / "lab.py"
+    # reports_dir: the verification stage writes its reports on the controller; keep them out of the checkout.
+    path.write_text("from tests.support import fake_workstations as fw\n\n"
+                    f"lab = [(f'@fake/{{kind}}', fw.host(kind, reports_dir={str(directory / 'reports')!r}))\n"
+                    "       for kind in fw.KINDS]\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def plan(inventory) -> dict[str, list[dict]]:
+    """Per host: every operation with its commands, as pyinfra computes them while planning."""
+    done = subprocess.run([sys.executable, "-m", "tests.support.pyinfra_plan", str(inventory), "deploy.py"],
+                          capture_output=True, text=True, cwd=REPO, timeout=300, env=ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {host.removeprefix("@fake/"): [op for op in ops if op["name"].startswith(OURS)]
+            for host, ops in json.loads(done.stdout).items()}
+
+
+@pytest.fixture(scope="module")
+def dry(inventory) -> dict:
+    done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "--dry", "--json"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, env=ENV)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def run(inventory) -> tuple[int, str]:
+    """deploy.py executed on the fakes (-vv: every command sent to a host is echoed). Later stages fail every fake
+    host (no verifier runs on a fake), so pyinfra ends with "No hosts remaining!" and prints no JSON results."""
+    done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "-y", "-vv"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300, env=ENV)
+    return done.returncode, done.stderr
+
+
+@pytest.fixture(scope="module")
+def run_stages(inventory) -> dict:
+    """Stages 1-3 executed on the fakes in one run (the task files in deploy.py's order): pyinfra's JSON results."""
+    done = subprocess.run([PYINFRA, str(inventory), "tasks/preflight.py", "tasks/colliding_packages.py",
+                           "tasks/rocm.py", "-y", "--json"], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env=ENV)
+    assert done.returncode == 1, done.stderr[-3000:]  # the focal host fails
+    return json.loads(done.stdout)["results"]
+
+
+def _steps(ops: list[dict]) -> list[tuple[str, list[str]]]:
+    return [(op["name"].split(" | ", 1)[1], op["commands"]) for op in ops]
+
+
+def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
+    url = f"https://repo.radeon.com/amdgpu-install/7.2.4/ubuntu/{codename}/amdgpu-install_7.2.4.70204-1_all.deb"
+    temp = "/tmp/pyinfra-b0b16bba445ea152d83914086fee36e8f1eafb88"  # pyinfra's temp name: sha1 of the destination
+    return [
+        ("Preflight | host is fit", []),
+        ("Colliding packages | Remove distro packages that block amdgpu-install", []),
+        ("ROCm | Directory /var/cache/rocm-fleet", ["mkdir -p /var/cache/rocm-fleet", "chmod 755 /var/cache/rocm-fleet"]),
+        ("ROCm | Download amdgpu-install_7.2.4.70204-1_all.deb", [
+            f"( curl -sSLf {url} -o {temp} ) || ( wget -q {url} -O {temp} || ( rm -f {temp} ; exit 1 ) )",
+            f"mv {temp} {DEB}"]),
+        ("ROCm | Install amdgpu-install 7.2.4.70204-1", [f"{LOCK}{APT} install {DEB}"]),
+        # Planned on a host without the installer, the lists are checked when the operation runs, after it.
+        ("ROCm | Check AMD's apt lists", []),
+        ("ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)", [
+            f"{LOCK}{APT} update",
+            f"{LOCK}amdgpu-install -y --usecase=rocm --no-dkms",
+            "test -d /opt/rocm-7.2.4 || { echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output "
+            "above' >&2; exit 1; }"]),
+        ("ROCm | /opt/rocm -> /opt/rocm-7.2.4", []),
+        ("GPU access | workstation_users in render and video", ["usermod -a -G render,video maria"]),
+    ]
+
+
+def test_fresh_noble_plan_is_exactly_this(plan):
+    """Mock of a fresh Ubuntu 24.04 workstation with an RX 7900 XT."""
+    assert _steps(plan["fresh_noble"]) == _fresh_plan("noble")
+
+
+def test_fresh_jammy_takes_the_jammy_installer(plan):
+    """Mock of a fresh Ubuntu 22.04 workstation."""
+    assert _steps(plan["fresh_jammy"]) == _fresh_plan("jammy")
+
+
+def test_dry_run_shows_the_same_changes(dry):
+    """The real CLI's --dry: the operations of stages 1-3 that would change each host."""
+    changed = {}
+    for op in dry["plan"]:
+        if op["name"].startswith(OURS):
+            for host in op["hosts_with_change"]:
+                changed.setdefault(host.removeprefix("@fake/"), []).append(op["name"].split(" | ", 1)[1])
+    fresh = [name for name, commands in _fresh_plan("noble") if commands]
+    assert changed == {
+        "fresh_noble": fresh,
+        "fresh_jammy": fresh,
+        "colliding_noble": ["Colliding packages | Remove distro packages that block amdgpu-install"] + fresh,
+        "focal": ["Preflight | stop: host is not fit"],
+    }
+
+
+def test_provisioned_host_changes_nothing(plan):
+    """Mock of a noble workstation with ROCm 7.2.4, AMD's lists and the groups in place: every operation a no-op."""
+    assert [name for name, commands in _steps(plan["provisioned_noble"]) if commands] == []
+    assert [name for name, _ in _steps(plan["provisioned_noble"])] == [
+        "Preflight | host is fit",
+        "Colliding packages | Remove distro packages that block amdgpu-install",
+        "ROCm | Install amdgpu-install 7.2.4.70204-1",
+        "ROCm | Check AMD's apt lists",
+        "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
+        "ROCm | /opt/rocm -> /opt/rocm-7.2.4",
+        "GPU access | workstation_users in render and video",
+    ]
+
+
+def test_colliding_ubuntu_packages_removed_before_the_installer(plan):
+    """Mock of noble with Ubuntu's rocminfo 5.7.1-3build1, hipcc 5.7.1-3, rocm-cmake 6.0.0-1 (ROCm #3656, #6367)."""
+    steps = _steps(plan["colliding_noble"])
+    assert steps[1] == ("Colliding packages | Remove distro packages that block amdgpu-install", [
+        "tell: removing rocminfo 5.7.1-3build1 (distro; sorts above AMD's 1.0.0.70204), hipcc 5.7.1-3 (distro; sorts "
+        "above AMD's 1.1.1.70204), rocm-cmake 6.0.0-1 (distro; sorts above AMD's 0.14.0.70204): apt would keep them "
+        "and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)",
+        f"{LOCK}{APT} remove rocminfo hipcc rocm-cmake"])
+    assert steps[2:] == _fresh_plan("noble")[2:]
+
+
+def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, run):
+    """Mock of an Ubuntu 20.04 host: it fails at preflight; no later operation of stages 1-3 exists for it."""
+    assert _steps(plan["focal"]) == [("Preflight | stop: host is not fit", [
+        "fail: preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), Ubuntu 22.04 "
+        "(jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a supported OS"])]
+    code, stderr = run
+    assert code == 1
+    # pyinfra pads host prefixes to one width: "[@fake/focal]      message".
+    lines = [re.sub(r"^(\[[^\]]+\])\s+", r"\1 ", line.strip()) for line in stderr.splitlines()
+             if line.strip().startswith("[@fake/focal]")]
+    assert ("[@fake/focal] preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), "
+            "Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a "
+            "supported OS") in lines
+    # -vv echoes every command sent to a host: on this one, only preflight's read-only fact commands.
+    read_only = {preflight_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
+                 rocm_facts.InstalledRocm().command(),
+                 preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
+                 preflight_facts.ExistingUsers().command(["maria", "root"])}
+    sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
+    assert sent and set(sent) <= read_only, sent
+
+
+def test_run_results_for_stages_1_to_3(run_stages):
+    """Executed on the fakes: stages 1-3 succeed on the fit hosts (changing them) and change nothing when provisioned."""
+    results = run_stages
+    assert results["failed_hosts"] == ["@fake/focal"]
+    # Task files given on the command line are not "included": their operation names have no "tasks/…" prefix.
+    by_name = {op["name"]: op for op in results["operations"]}
+    install = by_name["ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)"]
+    assert len(by_name) == 10, sorted(by_name)
+    assert install["success"] == ["@fake/colliding_noble", "@fake/fresh_jammy", "@fake/fresh_noble"]
+    assert install["no_change"] == ["@fake/provisioned_noble"]
+    for name, op in by_name.items():
+        assert op["error"] == ([] if "stop:" not in name else ["@fake/focal"]), name
+        assert "@fake/provisioned_noble" not in op["success"], name
+    removal = by_name["Colliding packages | Remove distro packages that block amdgpu-install"]
+    assert removal["success"] == ["@fake/colliding_noble"]
