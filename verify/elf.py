@@ -12,12 +12,13 @@ What it does not do: relocations, symbols, versions, notes — the linkage analy
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass
 
 from elftools.common.exceptions import ELFError as _PyElfError
 from elftools.common.utils import struct_parse
 from elftools.construct import ConstructError
-from elftools.elf.enums import ENUM_D_TAG_COMMON, ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION, ENUM_P_TYPE_BASE
+from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION, ENUM_P_TYPE_BASE
 from elftools.elf.structs import ELFStructs
 
 ELF_MAGIC = b"\x7fELF"
@@ -90,11 +91,7 @@ def _structs(little_endian: bool, elf_class: int) -> ELFStructs:
     structs = _STRUCTS.get(key)
     if structs is None:
         structs = ELFStructs(little_endian=little_endian, elfclass=elf_class)
-        structs.create_basic_structs()
-        # Only the program header and dynamic entry layouts are used; machine-specific tags are compared as numbers.
-        structs.e_machine = structs.e_type = structs.e_ident_osabi = None
-        structs._create_phdr()
-        structs._create_dyn()
+        structs.create_basic_structs()  # the ELF header; nothing machine-specific is needed
         _STRUCTS[key] = structs
     return structs
 
@@ -161,17 +158,13 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
     dynamic: tuple[int, int] | None = None
     if phnum and phentsize == expected_phentsize:
         table = _read_at(stream, head, phoff, phnum * phentsize, path, "program headers")
-        table_stream = io.BytesIO(table)
-        for index in range(phnum):
-            phdr = struct_parse(structs.Elf_Phdr, table_stream, index * phentsize)
-            p_type = phdr["p_type"]
-            p_type = p_type if isinstance(p_type, int) else ENUM_P_TYPE_BASE.get(p_type, -1)
+        for p_type, p_offset, p_vaddr, p_filesz in _program_headers(table, elf_class, little):
             if p_type == _PT_LOAD:
-                loads.append((phdr["p_vaddr"], phdr["p_filesz"], phdr["p_offset"]))
+                loads.append((p_vaddr, p_filesz, p_offset))
             elif p_type == _PT_DYNAMIC and dynamic is None:
-                dynamic = (phdr["p_offset"], phdr["p_filesz"])
+                dynamic = (p_offset, p_filesz)
             elif p_type == _PT_INTERP and interp is None:
-                raw = _read_at(stream, head, phdr["p_offset"], phdr["p_filesz"], path, "PT_INTERP")
+                raw = _read_at(stream, head, p_offset, p_filesz, path, "PT_INTERP")
                 interp = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
     fields = dict(
@@ -195,21 +188,16 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
 
 def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path: str) -> dict:
     offset, size = dynamic
-    entry_size = 8 if structs.elfclass == 32 else 16
     raw = _read_at(stream, head, offset, size, path, "PT_DYNAMIC")
-    dyn_stream = io.BytesIO(raw)
     needed: list[int] = []
     last: dict[int, int] = {}  # glibc keeps the last entry of each tag in l_info[]
-    for index in range(len(raw) // entry_size):
-        entry = struct_parse(structs.Elf_Dyn, dyn_stream, index * entry_size)
-        tag = entry["d_tag"]
-        tag = tag if isinstance(tag, int) else ENUM_D_TAG_COMMON.get(tag, -1)
+    for tag, value in _dynamic_entries(raw, structs):
         if tag == 0:  # DT_NULL
             break
         if tag == 1:  # DT_NEEDED
-            needed.append(entry["d_val"])
+            needed.append(value)
         else:
-            last[tag] = entry["d_val"]
+            last[tag] = value
     strtab = last.get(5)  # DT_STRTAB
     if strtab is None:
         if needed or any(tag in last for tag in (14, 15, 29)):
@@ -230,6 +218,30 @@ def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path
         "runpath": string(last[29]) if 29 in last else None,
         "flags_1": last.get(0x6FFFFFFB, 0),
     }
+
+
+# Program headers and dynamic entries are flat arrays of fixed-size records. pyelftools' construct-based parse of each
+# record costs ~25 us, which over a venv's hundreds of files and thousands of records dominated the whole analysis; the
+# records' layouts (pyelftools' Elf_Phdr/Elf_Dyn, the gABI's) are fixed, so they are unpacked with `struct` here, while
+# pyelftools parses the ELF header that locates them.
+_PHDR_FORMATS = {
+    (64, True): ("<IIQQQQQQ", (0, 2, 3, 5)), (64, False): (">IIQQQQQQ", (0, 2, 3, 5)),
+    (32, True): ("<IIIIIIII", (0, 1, 2, 4)), (32, False): (">IIIIIIII", (0, 1, 2, 4)),
+}
+_DYN_FORMATS = {(64, True): "<qQ", (64, False): ">qQ", (32, True): "<iI", (32, False): ">iI"}
+
+
+def _program_headers(table: bytes, elf_class: int, little: bool):
+    """(p_type, p_offset, p_vaddr, p_filesz) of each program header."""
+    layout, (t, o, v, f) = _PHDR_FORMATS[(elf_class, little)]
+    for record in struct.iter_unpack(layout, table):
+        yield record[t], record[o], record[v], record[f]
+
+
+def _dynamic_entries(raw: bytes, structs: ELFStructs):
+    layout = _DYN_FORMATS[(structs.elfclass, structs.little_endian)]
+    usable = len(raw) - len(raw) % struct.calcsize(layout)
+    return struct.iter_unpack(layout, raw[:usable])
 
 
 def _vaddr_to_offset(vaddr: int, loads, path: str) -> int:

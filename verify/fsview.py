@@ -26,6 +26,8 @@ class FileSystemView:
         self._listings: dict[str, frozenset[str] | None] = {}
         self._resolved: dict[str, str | None] = {}
         self._elf: dict[tuple[int, int], ElfInfo | ElfError] = {}
+        self._indexes: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = {}
+        self.search_memo: dict = {}  # the resolver's per-(name, directory list) answers; valid while files don't change
 
     @property
     def is_host(self) -> bool:
@@ -87,6 +89,23 @@ class FileSystemView:
             names = None
         self._listings[directory] = names
         return names
+
+    def subdir_index(self, directory: str, subdirs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+        """For a search directory (glibc form: '' or ending in '/'), which of `subdirs` hold each file name, in order.
+
+        One dictionary look-up then replaces trying every hwcaps subdirectory for every name."""
+        key = (directory, subdirs)
+        index = self._indexes.get(key)
+        if index is None:
+            collected: dict[str, list[str]] = {}
+            for subdir in subdirs:
+                where = directory + subdir
+                names = self.listing(where[:-1] if len(where) > 1 and where.endswith("/") else where)
+                for name in names or ():
+                    collected.setdefault(name, []).append(subdir)
+            index = {name: tuple(found) for name, found in collected.items()}
+            self._indexes[key] = index
+        return index
 
     def exists_in(self, directory: str, name: str) -> bool:
         names = self.listing(directory)

@@ -126,6 +126,8 @@ class Loader:
         self.requests: list[m.Request] = []
         self.findings: list[m.Finding] = []
         self._by_file: dict[tuple[int, int], _Object] = {}
+        self._by_name: dict[str, _Object] = {}
+        self._by_soname: dict[str, _Object] = {}
         self._system_prefixes = tuple(d.rstrip("/") + "/" for d in platform.system_dirs)
 
     # --- the process -------------------------------------------------------------------------------------------------
@@ -147,8 +149,11 @@ class Loader:
         self.main = _Object(path, info, names, path, m.MAIN_PROGRAM, m.MAIN_PROGRAM, origin,
                             file_id=(st.st_dev, st.st_ino) if st and not executed else None, has_searchlist=True)
         self.objects.append(self.main)
-        if self.main.file_id:
-            self._by_file[self.main.file_id] = self.main
+        if executed:  # the kernel-loaded program is known by no name and no file identity (its l_name is "")
+            if self.main.soname is not None:
+                self._by_soname[self.main.soname] = self.main
+        else:
+            self._register(self.main)
         interp = info.interp or self.platform.interpreter
         interp_st = self.fs.stat(interp)
         self.interpreter = _Object(interp, None, [interp], interp, m.INTERPRETER, m.INTERPRETER, _dirname(interp),
@@ -157,8 +162,10 @@ class Loader:
             self.interpreter.info = self.fs.elf(interp, interp_st) if interp_st else None
         except ElfError:
             self.interpreter.info = None
-        if self.interpreter.file_id and self.interpreter.file_id not in self._by_file:
-            self._by_file[self.interpreter.file_id] = self.interpreter
+        self._by_name.setdefault(interp, self.interpreter)
+        self._by_soname.setdefault(self.platform.interpreter_soname, self.interpreter)
+        if self.interpreter.file_id:
+            self._by_file.setdefault(self.interpreter.file_id, self.interpreter)
         self._load_dependencies(self.main)
 
     def dlopen(self, name: str, caller: _Object | None = None) -> _Object | None:
@@ -244,6 +251,7 @@ class Loader:
         if same is not None:
             if name not in same.names:
                 same.names.append(name)
+                self._by_name.setdefault(name, same)
             self._record(name, requester, kind, m.ALREADY_LOADED, path=same.path, matched_by=m.BY_FILE,
                          found_via=step, found_in=display_dir(hit.directory), searched=searched, skipped=skipped)
             return same, False
@@ -264,24 +272,30 @@ class Loader:
             dlopened=dlopened,
         )
         self.objects.append(obj)
-        self._by_file[hit.file_id] = obj
+        self._register(obj)
         self._record(name, requester, kind, m.LOADED, path=obj.path, found_via=step,
                      found_in=display_dir(hit.directory), searched=searched, skipped=skipped)
         return obj, True
 
     def _lookup_loaded(self, name: str) -> tuple[_Object | None, str | None]:
-        for obj in self._loaded_in_order():
-            if name == obj.path or name in obj.names:
-                return obj, m.BY_NAME
-            if obj.soname is not None and name == obj.soname:
-                obj.names.append(name)  # glibc caches the SONAME as a name of the object (l_soname_added)
-                return obj, m.BY_SONAME
+        obj = self._by_name.get(name)
+        if obj is not None:
+            return obj, m.BY_NAME
+        obj = self._by_soname.get(name)
+        if obj is not None:
+            obj.names.append(name)  # glibc caches the SONAME as a name of the object (l_soname_added)
+            self._by_name.setdefault(name, obj)
+            return obj, m.BY_SONAME
         return None, None
 
-    def _loaded_in_order(self):
-        yield from self.objects
-        if not self._interpreter_placed and self.interpreter is not None:
-            yield self.interpreter
+    def _register(self, obj: _Object) -> None:
+        """Index a newly loaded object by its path, names and SONAME (the earliest loaded object wins a tie)."""
+        for name in (obj.path, *obj.names):
+            self._by_name.setdefault(name, obj)
+        if obj.soname is not None:
+            self._by_soname.setdefault(obj.soname, obj)
+        if obj.file_id is not None:
+            self._by_file.setdefault(obj.file_id, obj)
 
     def _record(self, name, requester, kind, outcome, **fields) -> None:
         for key in ("searched", "skipped"):
@@ -360,17 +374,31 @@ class Loader:
         return (hit, step) if hit else (None, None)
 
     def _open_path(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
-        fs = self.fs
+        """glibc's open_path over one directory list (memoised per name and list: the answer depends only on files)."""
+        memo = self.fs.search_memo
+        key = (name, dirs)
+        answer = memo.get(key)
+        if answer is None:
+            found_skips: list[str] = []
+            try:
+                answer = (self._walk(name, dirs, found_skips), tuple(found_skips), None)
+            except _FatalLoadError as error:
+                answer = (None, tuple(found_skips), error)
+            memo[key] = answer
+        hit, skips, fatal = answer
+        skipped.extend(skips)
+        if fatal is not None:
+            raise fatal
+        return hit
+
+    def _walk(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
         subdirs = self.platform.subdirs
         for directory in dirs:
-            for subdir in subdirs:
+            for subdir in self.fs.subdir_index(directory, subdirs).get(name, ()):
                 where = directory + subdir
-                if not fs.exists_in(where[:-1] if where.endswith("/") and len(where) > 1 else where, name):
-                    continue
-                candidate = where + name
-                found = self._open(candidate, skipped)
+                found = self._open(where + name, skipped)
                 if found:
-                    return _Hit(candidate, where, *found)
+                    return _Hit(where + name, where, *found)
         return None
 
     def _open(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:

@@ -10,7 +10,6 @@ files are only read (see verify/loader.py for the rules and what is not modelled
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -21,8 +20,6 @@ from verify.image import ProcessImage
 from verify.ldcache import LdCache, LdCacheError, read_ld_cache, read_ld_so_conf
 from verify.loader import Loader
 from verify.platform import LoaderPlatform, detect_platform
-
-log = logging.getLogger(__name__)
 
 LD_SO_CACHE = "/etc/ld.so.cache"
 LD_SO_CONF = "/etc/ld.so.conf"
@@ -54,8 +51,9 @@ class Analyser:
             # glibc ignores a cache it cannot use and searches the system directories.
             self.setup_findings.append(m.Finding(cache_path, str(error)))
         if self.cache is None and not self.setup_findings:
+            # No cache at all (an image where ldconfig never ran): what is found through these directories is labelled
+            # "ld.so.conf", since glibc itself would only search the system directories.
             self.conf_dirs = read_ld_so_conf(LD_SO_CONF, lambda p: self.fs.host_path(p) or p) or None
-            log.info("%s: no ld.so.cache under %s; using ld.so.conf directories %s", cache_path, root, self.conf_dirs)
 
     def _loader(self, library_path: str | None) -> Loader:
         return Loader(self.platform, self.fs, self.cache, conf_dirs=self.conf_dirs, library_path=library_path)
