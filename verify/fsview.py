@@ -98,9 +98,13 @@ class FileSystemView:
         index = self._indexes.get(key)
         if index is None:
             collected: dict[str, list[str]] = {}
-            for subdir in subdirs:
+            top = self.listing(directory[:-1] if len(directory) > 1 and directory.endswith("/") else directory)
+            for subdir in subdirs if top else ():
+                # Only subdirectories whose first component exists are listed: most directories have none of them.
+                if subdir and subdir.split("/", 1)[0] not in top:
+                    continue
                 where = directory + subdir
-                names = self.listing(where[:-1] if len(where) > 1 and where.endswith("/") else where)
+                names = self.listing(where[:-1] if len(where) > 1 and where.endswith("/") else where) if subdir else top
                 for name in names or ():
                     collected.setdefault(name, []).append(subdir)
             index = {name: tuple(found) for name, found in collected.items()}

@@ -28,7 +28,7 @@ ldd's trace mode keeps it).
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from verify import image as m
 from verify.elf import ElfError, ElfInfo
@@ -39,23 +39,29 @@ from verify.platform import LoaderPlatform
 _ELF64_EHDR_SIZE = 64
 
 
-@dataclass(eq=False)
 class _Object:
-    """glibc's struct link_map, reduced to what the search needs (mutable while the model runs)."""
+    """glibc's struct link_map, reduced to what the search needs (mutable while the model runs; a plain class, as
+    thousands are made per venv)."""
 
-    path: str
-    info: ElfInfo | None
-    names: list[str]
-    requested_as: str
-    how: str
-    via: str
-    origin: str | None
-    file_id: tuple[int, int] | None = None
-    loader: _Object | None = None
-    requested_by: _Object | None = None
-    dlopened: bool = False
-    has_searchlist: bool = False  # the main program and dlopen roots: a later dlopen of them maps nothing new
-    _paths: dict = field(default_factory=dict)
+    __slots__ = ("path", "info", "names", "requested_as", "how", "via", "origin", "file_id", "loader",
+                 "requested_by", "dlopened", "has_searchlist", "paths")
+
+    def __init__(self, path: str, info: ElfInfo | None, names: list[str], requested_as: str, how: str, via: str,
+                 origin: str | None, *, file_id: tuple[int, int] | None = None, loader: _Object | None = None,
+                 requested_by: _Object | None = None, dlopened: bool = False, has_searchlist: bool = False):
+        self.path = path  # l_name: where it was opened, not symlink-resolved
+        self.info = info
+        self.names = names  # l_libname: every name it was requested under
+        self.requested_as = requested_as
+        self.how = how
+        self.via = via
+        self.origin = origin  # l_origin, for $ORIGIN
+        self.file_id = file_id  # (st_dev, st_ino)
+        self.loader = loader  # l_loader: whose RPATH chain its dependencies inherit
+        self.requested_by = requested_by
+        self.dlopened = dlopened
+        self.has_searchlist = has_searchlist  # the main program and dlopen roots: a later dlopen maps nothing new
+        self.paths: dict[str, tuple[str, ...]] = {}  # decomposed RPATH/RUNPATH, computed once
 
     @property
     def soname(self) -> str | None:
@@ -63,7 +69,8 @@ class _Object:
 
     def public(self) -> m.LoadedObject:
         info = self.info
-        return m.LoadedObject(
+        return m.fast_new(
+            m.LoadedObject,
             path=self.path,
             requested_as=self.requested_as,
             how=self.how,
@@ -79,8 +86,7 @@ class _Object:
         )
 
 
-@dataclass
-class _Hit:
+class _Hit(NamedTuple):
     path: str
     directory: str
     info: ElfInfo
@@ -298,11 +304,12 @@ class Loader:
             self._by_file.setdefault(obj.file_id, obj)
 
     def _record(self, name, requester, kind, outcome, **fields) -> None:
-        for key in ("searched", "skipped"):
-            if key in fields:
-                fields[key] = tuple(fields[key])
-        self.requests.append(m.Request(name=name, requester=requester.path if requester else None, kind=kind,
-                                       outcome=outcome, **fields))
+        if "searched" in fields:
+            fields["searched"] = tuple(fields["searched"])
+        if "skipped" in fields:
+            fields["skipped"] = tuple(fields["skipped"])
+        self.requests.append(m.fast_new(m.Request, name=name, requester=requester.path if requester else None,
+                                        kind=kind, outcome=outcome, **fields))
 
     # --- the search ---------------------------------------------------------------------------------------------------
 
@@ -463,14 +470,14 @@ class Loader:
     # --- path lists and dynamic string tokens ------------------------------------------------------------------------
 
     def _dirs(self, obj: _Object, which: str) -> tuple[str, ...]:
-        cached = obj._paths.get(which)
+        cached = obj.paths.get(which)
         if cached is None:
             info = obj.info
             raw = None
             if info is not None:
                 raw = info.effective_rpath if which == "rpath" else info.runpath
             cached = self._decompose(raw, obj, ":") if raw is not None else ()
-            obj._paths[which] = cached
+            obj.paths[which] = cached
         return cached
 
     def _library_path_dirs(self) -> tuple[str, ...]:
