@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
+from roles.colliding_packages.data import COLLIDING_PACKAGES
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _BUILD = re.compile(r"\d{5,6}")
@@ -89,7 +90,7 @@ def url(value: Any) -> str:
 def optional_sha256(value: Any) -> str | None:
     if value is None:
         return None
-    text = _string(value, "64 hex digits").strip().lower()
+    text = _string(value, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08").strip().lower()
     if not _SHA256.fullmatch(text):
         raise _Invalid(f"got {value!r}, expected a sha256 of 64 hex digits (sha256sum FILE), or None")
     return text
@@ -194,8 +195,8 @@ class Key:
 
 SCHEMA: tuple[Key, ...] = (
     Key("rocm_install", '"install" \\| "skip"', "install", one_of("install", "skip"),
-        meaning="`skip`: ROCm is managed elsewhere (test fleets); the ROCm and colliding-packages stages say so and "
-                "change nothing"),
+        meaning="`skip`: ROCm is managed elsewhere (test fleets): the colliding-packages and ROCm stages say so and "
+                "install nothing (workstation_users still get render and video)"),
     Key("rocm_release", "str", pins.ROCM_RELEASE, release, meaning="ROCm release to install (MAJOR.MINOR.PATCH)"),
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
@@ -210,7 +211,7 @@ SCHEMA: tuple[Key, ...] = (
         meaning="another ROCm release is installed: stop that host, or install this one beside it "
                 "(`--rocmrelease`) and point /opt/rocm at it"),
     Key("colliding_packages", '"remove" \\| "stop"', "remove", one_of("remove", "stop"),
-        meaning="distro packages (rocminfo, hipcc, rocm-cmake, rocm-device-libs) whose versions sort above AMD's "
+        meaning=f"distro packages ({', '.join(p.name for p in COLLIDING_PACKAGES)}) whose versions sort above AMD's "
                 "and block amdgpu-install: remove them, or stop that host"),
     Key("gpu_required", "bool", True, boolean,
         meaning="preflight requires /dev/kfd and an AMD display device (PCI vendor 0x1002)"),

@@ -1,0 +1,152 @@
+"""A stand-in for repo.radeon.com, served over HTTP on loopback, so the ROCm stage can run for real on a test host.
+
+repo.radeon.com is out of reach here and no AMD package may be downloaded, so everything below is a labelled
+stand-in with AMD's layout, names and version strings:
+
+    amdgpu-install/7.2.4/ubuntu/jammy/amdgpu-install_7.2.4.70204-1_all.deb
+        /usr/bin/amdgpu-install: a script that installs the `rocm` meta package with apt-get (--rocmrelease=R: `rocmR`)
+            and records its arguments in /var/log/amdgpu-install-standin.args
+        /etc/apt/sources.list.d/rocm.list and amdgpu.list, deliberately naming the wrong ROCm release (7.2.1), as
+            AMD's own 7.2.1 quick start had users fix by hand
+    rocm/apt/7.2.4 jammy main: rocm-core 7.2.4.70204-93~22.04 (/opt/rocm-7.2.4/.info/version; registers /opt/rocm
+        with update-alternatives as AMD's does) and rocm 7.2.4.70204-93~22.04 (depends on it)
+    graphics/7.2.4/ubuntu, amdgpu/30.30.4/ubuntu jammy main: empty repositories
+
+The repositories are unsigned; their list entries carry [trusted=yes].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gzip
+import hashlib
+import http.server
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+CODENAME = "jammy"  # what Debian 12 takes
+ROCM_VERSION = "7.2.4.70204-93~22.04"
+INSTALLER_VERSION = "7.2.4.70204-1"
+OPTIONS = "[arch=amd64 trusted=yes]"
+
+AMDGPU_INSTALL_SCRIPT = """#!/bin/sh
+# STAND-IN for AMD's amdgpu-install (tests only): installs the rocm use case from the configured repositories.
+set -e
+release=""
+for argument in "$@"; do
+    case "$argument" in
+        --rocmrelease=*) release="${argument#--rocmrelease=}" ;;
+        -y|--usecase=rocm|--no-dkms) ;;
+        *) echo "amdgpu-install stand-in: unexpected argument $argument" >&2; exit 2 ;;
+    esac
+done
+echo "$*" > /var/log/amdgpu-install-standin.args
+# What the apt-get below sees of the dpkg lock timeout (the deploy passes it through APT_CONFIG).
+apt-config dump DPkg::Lock::Timeout >> /var/log/amdgpu-install-standin.args
+apt-get install -y "rocm$release"
+"""
+
+ROCM_CORE_POSTINST = """#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+    update-alternatives --install /opt/rocm rocm /opt/rocm-7.2.4 70204
+fi
+"""
+ROCM_CORE_PRERM = """#!/bin/sh
+set -e
+if [ "$1" = remove ]; then
+    update-alternatives --remove rocm /opt/rocm-7.2.4
+fi
+"""
+
+
+def build_deb(workdir: Path, control: dict[str, str], files: dict[str, str] | None = None,
+              scripts: dict[str, str] | None = None) -> Path:
+    """A .deb with this control paragraph, these text files (mode 0644, or 0755 under /usr/bin) and maintainer
+    scripts (0755), built by dpkg-deb."""
+    fields = {"Architecture": "amd64", "Maintainer": "rocm-fleet tests <tests@example.org>",
+              "Description": "STAND-IN for an AMD package (tests only)", **control}
+    tree = workdir / f"tree-{fields['Package']}"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN/control").write_text("".join(f"{key}: {value}\n" for key, value in fields.items()))
+    for name, text in (scripts or {}).items():
+        script = tree / "DEBIAN" / name
+        script.write_text(text)
+        script.chmod(0o755)
+    for path, text in (files or {}).items():
+        target = tree / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(0o755 if path.startswith("/usr/bin/") else 0o644)
+    deb = workdir / f"{fields['Package']}_{fields['Version']}_{fields['Architecture']}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
+def _repository(top: Path, debs: list[Path]) -> None:
+    """An apt repository at `top` (dists/jammy/main/binary-amd64 and pool/), indexes written as dpkg-scanpackages
+    does, with an unsigned Release file that lists them."""
+    pool = top / "pool"
+    pool.mkdir(parents=True, exist_ok=True)
+    for deb in debs:
+        (pool / deb.name).write_bytes(deb.read_bytes())
+    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "pool"], cwd=top, capture_output=True,
+                              text=True, check=True).stdout
+    binary = top / "dists" / CODENAME / "main" / "binary-amd64"
+    binary.mkdir(parents=True, exist_ok=True)
+    (binary / "Packages").write_text(packages)
+    (binary / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
+    lines = [f"Suite: {CODENAME}", f"Codename: {CODENAME}", "Components: main", "Architectures: amd64", "SHA256:"]
+    for index in ("main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"):
+        data = (top / "dists" / CODENAME / index).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {index}")
+    (top / "dists" / CODENAME / "Release").write_text("\n".join(lines) + "\n")
+
+
+def build_mirror(root: Path, base_url: str) -> str:
+    """Fill `root` (served at `base_url`: the installer's lists name it) with the stand-in repositories; return the
+    sha256 of the installer deb."""
+    debs = root.parent / f"{root.name}-debs"
+    debs.mkdir(parents=True)
+    wrong = "7.2.1"  # the lists the installer writes name the wrong release, to be fixed by the deploy
+    installer = build_deb(debs, {"Package": "amdgpu-install", "Version": INSTALLER_VERSION, "Architecture": "all"}, {
+        "/usr/bin/amdgpu-install": AMDGPU_INSTALL_SCRIPT,
+        "/etc/apt/sources.list.d/rocm.list": (f"deb {OPTIONS} {base_url}/rocm/apt/{wrong} {CODENAME} main\n"
+                                              f"deb {OPTIONS} {base_url}/graphics/{wrong}/ubuntu {CODENAME} main\n"),
+        "/etc/apt/sources.list.d/amdgpu.list": f"deb {OPTIONS} {base_url}/amdgpu/30.30.4/ubuntu {CODENAME} main\n",
+    })
+    core = build_deb(debs, {"Package": "rocm-core", "Version": ROCM_VERSION},
+                     {"/opt/rocm-7.2.4/.info/version": "7.2.4-93\n"},
+                     {"postinst": ROCM_CORE_POSTINST, "prerm": ROCM_CORE_PRERM})
+    meta = build_deb(debs, {"Package": "rocm", "Version": ROCM_VERSION, "Depends": f"rocm-core (= {ROCM_VERSION})"})
+    folder = root / "amdgpu-install" / "7.2.4" / "ubuntu" / CODENAME
+    folder.mkdir(parents=True)
+    (folder / installer.name).write_bytes(installer.read_bytes())
+    _repository(root / "rocm" / "apt" / "7.2.4", [core, meta])
+    _repository(root / "graphics" / "7.2.4" / "ubuntu", [])
+    _repository(root / "amdgpu" / "30.30.4" / "ubuntu", [])
+    return hashlib.sha256(installer.read_bytes()).hexdigest()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serving(root: Path) -> Iterator[str]:
+    """Serve `root` over HTTP on a free loopback port; yields the base URL. The server stops when the block ends."""
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
