@@ -129,6 +129,7 @@ FLEET = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["deploy.py", "tasks/preflight.py", "tasks/colliding_packages.py", "tasks/rocm.py"])
 def test_cli_refuses_the_whole_run_before_any_command_runs(tmp_path, task):
     inventory = _inventory(tmp_path, FLEET)

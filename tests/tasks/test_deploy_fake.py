@@ -21,6 +21,8 @@ from roles.preflight import facts as preflight_facts
 from roles.rocm import facts as rocm_facts
 from tests.support import fake_workstations
 
+pytestmark = pytest.mark.slow  # three pyinfra runs over five fake hosts (~10 s)
+
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 OURS = ("tasks/preflight.py | ", "tasks/colliding_packages.py | ", "tasks/rocm.py | ")
