@@ -278,7 +278,10 @@ def _facts(
         "bnb_library": posixpath.basename(bnb_rt.get("library_file") or "") or (choice.name if choice else None),
         "gpus": gpus,
         "device_mode": mode,
-        "linkage": {"status": linkage.status, "reason": linkage.reason} if linkage else None,
+        "linkage": (
+            {"status": linkage.status, "reason": linkage.reason, "short": linkage.evidence.get("short")}
+            if linkage else None
+        ),
         "strays": strays,
         "nf4": nf4,
     }

@@ -74,19 +74,26 @@ def judge_linkage(
     owners = owners or {}
     bnb_real = real(bnb_library)
     problems: list[str] = []
+    shorts: list[str] = []  # the same problems in a few words each, for the fleet summary's column
     warnings: list[str] = list(notes)
 
+    def problem(text: str, short: str) -> None:
+        problems.append(text)
+        shorts.append(short)
+
     for finding in image.findings:
-        problems.append(f"{finding.message} — reinstall what ships {posixpath.basename(finding.path)}")
+        problem(f"{finding.message} — reinstall what ships {posixpath.basename(finding.path)}",
+                f"{posixpath.basename(finding.path)} unreadable")
 
     for request in image.missing:
         if request.kind == "dlopen" and request.name == bnb_library:
-            problems.append(
+            problem(
                 f"{posixpath.basename(bnb_library)} is not in the installed bitsandbytes ({request.describe()}) — "
-                "reinstall bitsandbytes"
+                "reinstall bitsandbytes",
+                f"{posixpath.basename(bnb_library)} missing",
             )
             continue
-        problems.append(f"{describe_miss(request)} — {_fix_for_missing(request, release)}")
+        problem(f"{describe_miss(request)} — {_fix_for_missing(request, release)}", f"{request.name} not found")
 
     rocm_objects = []
     for obj in image.objects:
@@ -111,9 +118,10 @@ def judge_linkage(
                 fix = f"remove {package} (apt purge {package}, or stray_policy: remove)"
             else:
                 fix = "remove the distro ROCm package that ships it (`verify strays` names it)"
-            problems.append(
+            problem(
                 f"{obj.requested_as} resolves to {canonical}{source} (via {obj.via}), not torch/lib or "
-                f"/opt/rocm-{release} — {fix}"
+                f"/opt/rocm-{release} — {fix}",
+                f"{obj.requested_as} from {owner.split(' (')[0] if owner else canonical}",
             )
 
     # torch's own ROCm requests must be served by its bundled copies when it has them.
@@ -128,9 +136,10 @@ def judge_linkage(
             continue
         served = real(request.path or "")
         if served != bundled:
-            problems.append(
+            problem(
                 f"torch's {request.name} resolves to {served} ({_how(request)}), not its bundled {bundled} — "
-                "unset LD_PRELOAD/LD_LIBRARY_PATH entries that bring another copy, or reinstall torch"
+                "unset LD_PRELOAD/LD_LIBRARY_PATH entries that bring another copy, or reinstall torch",
+                f"torch's {request.name} not from torch/lib",
             )
 
     bnb_needed = []
@@ -162,20 +171,25 @@ def judge_linkage(
         "findings": [f.message for f in image.findings],
         "problems": problems,
         "warnings": warnings,
+        "short": None,
         "allowed_places": {"torch": places.torch_lib, "rocm": places.rocm_dir},
         "objects": len(image.objects),
     }
     title = "static linkage: python → torch → bitsandbytes"
     if problems:
-        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        return CheckResult("linkage.static", title, FAIL, problems[0] + more, evidence)
+        evidence["short"] = ", ".join(shorts)
+        also = f" (also: {', '.join(shorts[1:])})" if len(shorts) > 1 else ""
+        return CheckResult("linkage.static", title, FAIL, problems[0] + also, evidence)
     summary = ", ".join(f"{n['name']} ← {n.get('origin', n['path'])}" for n in bnb_needed if is_rocm_library(n["name"]))
     counts: dict[str, int] = {}
     for item in rocm_objects:
         counts[item["origin"]] = counts.get(item["origin"], 0) + 1
     where = ", ".join(f"{count} from {origin}" for origin, count in sorted(counts.items())) or "none"
     reason = f"{posixpath.basename(bnb_library)}: {summary or 'no ROCm NEEDED'}; ROCm libraries: {where}"
+    origins = sorted({n.get("origin", "?") for n in bnb_needed if is_rocm_library(n["name"])})
+    evidence["short"] = f"bitsandbytes' ROCm libraries from {' and '.join(origins) or 'nowhere'}"
     if warnings:
+        evidence["short"] += f"; {len(warnings)} warning(s)"
         return CheckResult("linkage.static", title, WARN, f"{warnings[0]} ({reason})", evidence)
     return CheckResult("linkage.static", title, PASS, reason, evidence)
 

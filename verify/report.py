@@ -83,11 +83,11 @@ def headline(checks: Iterable[CheckResult]) -> str:
     checks = list(checks)
     failed = sorted((c for c in checks if c.status == FAIL), key=_priority)
     if failed:
-        more = f" (+{len(failed) - 1} more failed)" if len(failed) > 1 else ""
+        more = f"; {len(failed) - 1} more check(s) failed" if len(failed) > 1 else ""
         return f"{failed[0].id}: {failed[0].reason}{more}"
     warned = sorted((c for c in checks if c.status == WARN), key=_priority)
     if warned:
-        more = f" (+{len(warned) - 1} more warnings)" if len(warned) > 1 else ""
+        more = f"; {len(warned) - 1} more warning(s)" if len(warned) > 1 else ""
         return f"passed with warnings — {warned[0].id}: {warned[0].reason}{more}"
     return f"all {sum(1 for c in checks if c.status == PASS)} checks passed"
 

@@ -46,6 +46,17 @@ def run_check(
     return report, done
 
 
+def run_check_root(root: Path, *arguments: str, venv: str = "/opt/rocm-fleet/venv") -> tuple[dict[str, Any], int]:
+    """(report, exit code) of `verify check --root ROOT` on a filesystem image (static checks only)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "check", "--root", str(root), "--venv", venv, "--expect-rocm", "7.2.4",
+         "--json", *arguments],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert done.stdout.startswith("{"), done.stderr
+    return json.loads(done.stdout), done.returncode
+
+
 _CACHE: dict[tuple, tuple[dict[str, Any] | None, subprocess.CompletedProcess]] = {}
 
 

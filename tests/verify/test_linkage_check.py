@@ -8,25 +8,12 @@ The same check on the *real* bitsandbytes wheel (no system ROCm here) is in test
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.standin_rocm import SITE, VENV, StandinImage
-from tests.support.venvs import REPO
-
-
-def verify_root(root: Path, *extra: str) -> tuple[dict, int]:
-    done = subprocess.run(
-        [sys.executable, "-m", "verify", "check", "--root", str(root), "--venv", VENV, "--expect-rocm", "7.2.4",
-         "--json", *extra],
-        cwd=REPO, capture_output=True, text=True,
-    )
-    assert done.stdout.startswith("{"), done.stderr
-    return json.loads(done.stdout), done.returncode
+from tests.support.standin_rocm import SITE, StandinImage
+from tests.support.verify_runs import run_check_root as verify_root
 
 
 def linkage(report: dict) -> dict:
@@ -60,7 +47,7 @@ def test_no_system_rocm_names_the_library_where_the_loader_looked_and_the_fix(im
     assert check["status"] == "fail" and code == 1
     assert check["reason"] == (
         "libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib, "
-        "system dirs — install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms) (+1 more)"
+        "system dirs — install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms) (also: libhipblaslt.so.1 not found)"
     )
     assert any("libhipblaslt.so.1" in problem for problem in check["evidence"]["problems"])
     assert report["reason"].startswith("linkage.static: libhipblas.so.3")

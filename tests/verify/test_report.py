@@ -38,7 +38,7 @@ def test_headline_picks_the_linkage_failure_over_later_ones():
         CheckResult("versions.rocm", "x", FAIL, "no system ROCm"),
         CheckResult("linkage.static", "x", FAIL, "libhipblas.so.3 not found"),
     ]
-    assert headline(checks) == "linkage.static: libhipblas.so.3 not found (+2 more failed)"
+    assert headline(checks) == "linkage.static: libhipblas.so.3 not found; 2 more check(s) failed"
     assert headline([CheckResult("nf4.cuda0", "x", WARN, "slow")]).startswith("passed with warnings — nf4.cuda0")
     assert headline([CheckResult("a", "x", PASS, "ok")]) == "all 1 checks passed"
 
