@@ -1,0 +1,90 @@
+"""The verification stage as a pyinfra deploy: upload the verifier, run every check on the host, keep the report.
+
+Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
+venv's python (with -B, so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the
+run ends, the fleet summary (`fleet.py`). A host whose verdict is "fail" is failed with the report's one-line reason;
+pyinfra then runs nothing more on it and exits 1.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from pyinfra import host, logger, state
+from pyinfra.api import deploy
+from pyinfra.operations import python, server
+
+from roles.settings import HostSettings, settings_for
+from roles.stage_control import host_is_stopped, note
+from roles.verification.fleet import fleet_summary
+from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
+from roles.verifier import upload_verifier, verifier_command
+
+
+def check_arguments(settings: HostSettings) -> list[str]:
+    """`verify check` arguments for this host's settings."""
+    arguments = [
+        "check",
+        "--venv", settings.venv_path,
+        "--expect-rocm", settings.rocm_release,
+        "--expect-bitsandbytes", settings.bitsandbytes_version,
+        "--device", settings.verify_device,
+        "--json",
+    ]
+    if not settings.gpu_required:
+        arguments.insert(-1, "--no-gpu-required")
+    return arguments
+
+
+def remote_command(settings: HostSettings) -> str:
+    """The verifier's exit status goes to stdout as a marker, so this step succeeds and the judging happens on the
+    controller with the report in hand (a failed check is a verdict to report, not a broken command)."""
+    return f"{verifier_command(*check_arguments(settings))}; echo {shlex.quote(EXIT_MARKER)}$?"
+
+
+def reports_dir_for(settings: HostSettings) -> Path:
+    path = Path(settings.reports_dir)
+    return path if path.is_absolute() else Path(state.cwd or ".") / path
+
+
+def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> bool:
+    """At execution: parse the verifier's output, save the report, fail the host with one line when it failed."""
+    summary = fleet_summary(state, Path(reports_dir))
+    outcome = parse_check_output(run.stdout, run.stderr)
+    saved = None
+    if outcome.report is not None:
+        saved = save_report(Path(reports_dir), host.name, outcome.report)
+        summary.record_report(host.name, outcome.report, torch_label)
+    else:
+        summary.record_no_report(host.name, outcome.error or "no report", torch_label)
+    if outcome.failed:
+        host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
+        return False
+    verdict = outcome.report.get("verdict")
+    host.log_styled(f"verification {verdict}: {outcome.report.get('reason')} (report: {saved})",
+                    fg="green" if verdict == "pass" else "yellow", log_func=logger.info)
+    return True
+
+
+@deploy("Verify")
+def verify_workstation() -> None:
+    settings = settings_for(host)
+    summary = fleet_summary(state, reports_dir_for(settings))
+    summary.note_label(host.name, settings.torch_label)
+    if host_is_stopped():
+        note("skipped: an earlier stage stopped this host")
+        return
+    upload_verifier()
+    device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
+    run = server.shell(
+        name=f"Run the verifier: linkage, versions, strays, runtime, NF4 {device}",
+        commands=[remote_command(settings)],
+    )
+    python.call(
+        name="Save the report, judge the host",
+        function=_collect,
+        run=run,
+        reports_dir=str(reports_dir_for(settings)),
+        torch_label=settings.torch_label,
+    )

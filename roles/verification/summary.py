@@ -1,0 +1,197 @@
+"""The fleet summary: one row per host, as Markdown and as one self-contained HTML page (no external assets).
+
+Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
+torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
+their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
+UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
+COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
+
+
+@dataclass(frozen=True)
+class HostOutcome:
+    host: str
+    state: str  # VERIFIED | UNREACHABLE | NOT_VERIFIED
+    report: Mapping[str, Any] | None = None
+    detail: str | None = None  # one line: why there is no report
+    torch_label: str | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    host: str
+    cells: tuple[str, ...]  # one per COLUMNS entry after "Host"
+    verdict: str  # PASS | WARN | FAIL | UNREACHABLE | NOT VERIFIED
+    reason: str
+    problems: tuple[str, ...]  # failing and warning checks, one line each
+
+
+def _gpus(facts: Mapping[str, Any]) -> str:
+    gpus = facts.get("gpus")
+    mode = facts.get("device_mode")
+    if gpus is None:
+        return "not probed"
+    if not gpus:
+        return "none (CPU run)" if mode == "cpu" else "none"
+    archs = ", ".join(f"{g.get('arch') or '?'}{'' if g.get('supported') else ' ⚠'}" for g in gpus)
+    note = " — CPU run" if mode == "cpu" else ""
+    return f"{len(gpus)} ({archs}){note}"
+
+
+def _nf4(facts: Mapping[str, Any]) -> str:
+    runs = facts.get("nf4") or []
+    if not runs:
+        return "not run"
+    parts = []
+    for run in runs:
+        value = run.get("roundtrip_mean_abs_error")
+        number = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
+        where = run.get("device") or "?"
+        flag = "" if run.get("status") == "pass" else " ✗"
+        parts.append(f"{where} {number}{flag}")
+    text = ", ".join(parts)
+    if not any(run.get("gpu_pass") for run in runs):
+        text += " (CPU, not a GPU pass)"
+    return text
+
+
+def _strays(facts: Mapping[str, Any]) -> str:
+    strays = facts.get("strays")
+    if strays is None:
+        return "not checked"
+    if not strays.get("count"):
+        return "none"
+    names = strays.get("packages") or []
+    risky = set(strays.get("binding_risk") or [])
+    shown = ", ".join(f"{n}{' ⚠' if n in risky else ''}" for n in names[:4])
+    more = f" +{len(names) - 4}" if len(names) > 4 else ""
+    return f"{strays['count']}: {shown}{more}"
+
+
+def _linkage(facts: Mapping[str, Any]) -> str:
+    linkage = facts.get("linkage")
+    if not linkage:
+        return "not checked"
+    status = linkage.get("status", "?").upper()
+    detail = linkage.get("short") or linkage.get("reason") or ""
+    return f"{status}: {detail}" if detail else status
+
+
+def row_for(outcome: HostOutcome) -> Row:
+    report = outcome.report
+    if report is None:
+        verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
+        reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
+        torch = outcome.torch_label or "—"
+        return Row(outcome.host, ("—", "—", torch, "—", "—", "—", "—", "—", verdict), verdict, reason, ())
+    facts = report.get("facts") or {}
+    torch = facts.get("torch") or "not installed"
+    if outcome.torch_label:
+        torch = f"{torch} ({outcome.torch_label})"
+    problems = tuple(
+        f"{c['status'].upper()} {c['id']}: {c['reason']}"
+        for c in report.get("checks", [])
+        if c.get("status") in ("fail", "warn")
+    )
+    verdict = str(report.get("verdict", "fail")).upper()
+    cells = (
+        (report.get("host") or {}).get("os") or "?",
+        facts.get("rocm") or "none",
+        torch,
+        facts.get("bitsandbytes") or "not installed",
+        _gpus(facts),
+        _linkage(facts),
+        _strays(facts),
+        _nf4(facts),
+        verdict,
+    )
+    return Row(outcome.host, cells, verdict, str(report.get("reason", "")), problems)
+
+
+def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return counts
+
+
+def _counts_line(rows: list[Row]) -> str:
+    counts = fleet_counts(rows)
+    order = ("PASS", "WARN", "FAIL", "NOT VERIFIED", "UNREACHABLE")
+    return ", ".join(f"{counts[k]} {k.lower()}" for k in order if counts.get(k)) or "no hosts"
+
+
+def _md(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
+    rows = [row_for(o) for o in outcomes]
+    lines = [
+        f"# {title}",
+        "",
+        f"{len(rows)} host(s): {_counts_line(rows)} — written {generated_at}",
+        "",
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "|".join("---" for _ in COLUMNS) + "|",
+    ]
+    for row in rows:
+        cells = (row.host, *row.cells[:-1], f"**{row.verdict}**: {row.reason}")
+        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+    details = [row for row in rows if row.problems]
+    if details:
+        lines += ["", "## What to look at", ""]
+        for row in details:
+            lines.append(f"- **{_md(row.host)}**")
+            lines += [f"  - {_md(problem)}" for problem in row.problems]
+    return "\n".join(lines) + "\n"
+
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem;color:#1d1d1f}
+h1{font-size:1.3rem;margin:0 0 .3rem}p.meta{color:#555;margin:0 0 1rem}
+table{border-collapse:collapse;font-size:.85rem;width:100%}
+th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
+th{background:#f0f0f3}td.v{font-weight:600;white-space:nowrap}
+tr.PASS td.v{background:#d9f2dd;color:#14591f}tr.WARN td.v{background:#fdf0c8;color:#6b4d00}
+tr.FAIL td.v{background:#f9d7d5;color:#7a1612}tr.UNREACHABLE td.v,tr.NOTVERIFIED td.v{background:#e4e4e8;color:#333}
+td.r{max-width:28rem}ul{font-size:.85rem}li.fail{color:#7a1612}li.warn{color:#6b4d00}
+"""
+
+
+def render_html(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
+    rows = [row_for(o) for o in outcomes]
+    esc = html.escape
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS[:-1]) + "<th>Verdict</th><th>Reason</th>"
+    body = []
+    for row in rows:
+        cells = "".join(f"<td>{esc(c)}</td>" for c in (row.host, *row.cells[:-1]))
+        body.append(
+            f'<tr class="{esc(row.verdict.replace(" ", ""))}">{cells}'
+            f'<td class="v">{esc(row.verdict)}</td><td class="r">{esc(row.reason)}</td></tr>'
+        )
+    details = []
+    for row in rows:
+        if not row.problems:
+            continue
+        items = "".join(
+            f'<li class="{esc(p.split(" ", 1)[0].lower())}">{esc(p)}</li>' for p in row.problems
+        )
+        details.append(f"<h2>{esc(row.host)}</h2><ul>{items}</ul>")
+    details_html = f"<section><h1>What to look at</h1>{''.join(details)}</section>" if details else ""
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{esc(title)}</h1><p class=\"meta\">{len(rows)} host(s): {esc(_counts_line(rows))} — written "
+        f"{esc(generated_at)}</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f"{details_html}</body></html>\n"
+    )
