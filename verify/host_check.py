@@ -42,6 +42,7 @@ class CheckOptions:
     static_only: bool = False
     root: Path = Path("/")
     timeout: float = 900.0
+    torch_label: str | None = None  # display only: what this torch stands for (test fleets)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -221,6 +222,7 @@ def run_checks(options: CheckOptions) -> dict[str, Any]:
         "gpu_required": options.gpu_required,
         "static_only": options.static_only,
         "root": str(options.root),
+        "torch_label": options.torch_label,
     }
     return build_report(
         host=host_facts(options.root),

@@ -34,6 +34,8 @@ def check_arguments(settings: HostSettings) -> list[str]:
     ]
     if not settings.gpu_required:
         arguments.insert(-1, "--no-gpu-required")
+    if settings.torch_label:
+        arguments[-1:-1] = ["--torch-label", settings.torch_label]
     return arguments
 
 

@@ -94,8 +94,9 @@ def row_for(outcome: HostOutcome) -> Row:
         return Row(outcome.host, ("—", "—", torch, "—", "—", "—", "—", "—", verdict), verdict, reason, ())
     facts = report.get("facts") or {}
     torch = facts.get("torch") or "not installed"
-    if outcome.torch_label:
-        torch = f"{torch} ({outcome.torch_label})"
+    label = (report.get("request") or {}).get("torch_label") or outcome.torch_label
+    if label:
+        torch = f"{torch} ({label})"
     problems = tuple(
         f"{c['status'].upper()} {c['id']}: {c['reason']}"
         for c in report.get("checks", [])

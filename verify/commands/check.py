@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="analyse the filesystem image at DIR (implies --static-only)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--torch-label", metavar="TEXT",
+                        help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(run=run)
 
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         static_only=args.static_only or root != Path("/"),
         root=root,
         timeout=args.timeout,
+        torch_label=args.torch_label,
     )
     try:
         report = run_checks(options)

@@ -118,6 +118,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     # The report is on the controller, whole; the summary was written although every reachable host failed.
     report = json.loads((reports / "@local.json").read_text())
     assert report["verdict"] == "fail" and report["request"]["device"] == "cpu"
+    assert report["request"]["torch_label"] == LABEL
     summary = (reports / "summary.md").read_text()
     assert f"| @local | {report['host']['os']} | none | 2.13.0+cpu ({LABEL}) |" in summary
     assert "| ws-down | — |" in summary and "**UNREACHABLE**: could not connect" in summary
@@ -157,8 +158,10 @@ def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
                        "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--json"]
-    test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv"))
-    assert test_fleet[-3:] == ["cpu", "--no-gpu-required", "--json"] and "/srv/venv" in test_fleet
+    test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
+                                          torch_label=LABEL))
+    assert test_fleet[-5:] == ["cpu", "--no-gpu-required", "--torch-label", LABEL, "--json"]
+    assert "/srv/venv" in test_fleet
 
 
 def test_the_remote_command_always_reports_the_verifiers_exit_status():

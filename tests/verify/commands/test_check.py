@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import jsonschema
 import pytest
 
+from roles.verifier import zipapp_bytes
 from tests.support.standin_rocm import VENV, StandinImage
 from tests.support.venvs import REPO
 from tests.support.verify_runs import cached_check, torch_cpu_venv
+from verify.report import load_schema
 
 
 def verify(*arguments: str) -> subprocess.CompletedProcess:
@@ -42,3 +46,26 @@ def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):
 def test_a_failed_check_exits_1():
     report, done = cached_check(torch_cpu_venv(), "--device", "cpu")
     assert report["verdict"] == "fail" and done.returncode == 1
+
+
+@pytest.mark.slow
+def test_the_zipapp_runs_the_same_checks_with_the_systems_bare_python3(tmp_path):
+    """What a host runs: verify.pyz (roles/verifier.py builds it) with Debian's /usr/bin/python3, which has no
+    pyelftools — the archive carries it, the report schema and the runtime probe's source."""
+    python3 = "/usr/bin/python3"
+    if subprocess.run([python3, "-c", "import elftools"], capture_output=True).returncode == 0:
+        pytest.skip("/usr/bin/python3 has pyelftools installed: it would not prove the archive carries it")
+    archive = tmp_path / "verify.pyz"
+    archive.write_bytes(zipapp_bytes())
+    done = subprocess.run(
+        [python3, str(archive), "check", "--venv", str(torch_cpu_venv()), "--expect-rocm", "7.2.4", "--device", "cpu",
+         "--no-gpu-required", "--json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert by_id["linkage.static"]["reason"].startswith("libhipblas.so.3 (needed by libbitsandbytes_rocm72.so)")
+    assert by_id["nf4.cpu"]["status"] == "pass" and by_id["runtime.maps"]["status"] == "pass"
+    assert report["host"]["python"].startswith("3.11") and report["request"]["gpu_required"] is False
+    jsonschema.validate(report, load_schema())
