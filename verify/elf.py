@@ -206,9 +206,22 @@ def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path
     strtab_offset = _vaddr_to_offset(strtab, loads, path)
     strsz = last.get(10)  # DT_STRSZ
 
+    # The few strings needed usually sit together at the start of .dynstr: read that span once instead of seeking
+    # for each one (libraries with dozens of DT_NEEDED entries otherwise cost a read per name).
+    indexes = [*needed, *(last[tag] for tag in (14, 15, 29) if tag in last)]
+    window = b""
+    low = min(indexes) if indexes else 0
+    if indexes and max(indexes) - low < _MAX_STRING:
+        stream.seek(strtab_offset + low)
+        window = stream.read(max(indexes) - low + 512)
+
     def string(index: int) -> str:
         if strsz is not None and index >= strsz:
             raise ElfError(path, f"string offset {index} beyond DT_STRSZ {strsz} (corrupt dynamic section)")
+        if window and index >= low:
+            end = window.find(b"\0", index - low)
+            if end >= 0:
+                return window[index - low : end].decode("utf-8", "surrogateescape")
         return _read_string(stream, strtab_offset + index, path)
 
     return {

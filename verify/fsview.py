@@ -28,6 +28,8 @@ class FileSystemView:
         self._elf: dict[tuple[int, int], ElfInfo | ElfError] = {}
         self._indexes: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = {}
         self.search_memo: dict = {}  # the resolver's per-(name, directory list) answers; valid while files don't change
+        self.open_memo: dict = {}  # the resolver's per-path open_verify answers
+        self.step_memo: dict = {}  # the resolver's SearchStep objects, shared by every analysis of this view
 
     @property
     def is_host(self) -> bool:

@@ -322,7 +322,7 @@ class Loader:
                 dirs = self._dirs(chain, "rpath")
                 if dirs:
                     kind = m.RPATH if chain is requester else m.RPATH_INHERITED
-                    hit = self._try(name, dirs, m.SearchStep(kind, _shown(dirs), chain.path), searched, skipped)
+                    hit = self._try(name, dirs, self._step(kind, dirs, chain.path), searched, skipped)
                     if hit[0]:
                         return hit
                     did_main |= chain is main
@@ -330,21 +330,21 @@ class Loader:
             if not did_main and main is not None:
                 dirs = self._dirs(main, "rpath")
                 if dirs:
-                    step = m.SearchStep(m.RPATH_EXECUTABLE, _shown(dirs), main.path)
+                    step = self._step(m.RPATH_EXECUTABLE, dirs, main.path)
                     hit = self._try(name, dirs, step, searched, skipped)
                     if hit[0]:
                         return hit
 
         env_dirs = self._library_path_dirs()
         if env_dirs:
-            hit = self._try(name, env_dirs, m.SearchStep(m.LD_LIBRARY_PATH, _shown(env_dirs)), searched, skipped)
+            hit = self._try(name, env_dirs, self._step(m.LD_LIBRARY_PATH, env_dirs), searched, skipped)
             if hit[0]:
                 return hit
 
         if requester is not None:
             dirs = self._dirs(requester, "runpath")
             if dirs:
-                hit = self._try(name, dirs, m.SearchStep(m.RUNPATH, _shown(dirs), requester.path), searched, skipped)
+                hit = self._try(name, dirs, self._step(m.RUNPATH, dirs, requester.path), searched, skipped)
                 if hit[0]:
                     return hit
 
@@ -354,7 +354,7 @@ class Loader:
             cached = self.cache.lookup(name, self.platform)
             if cached is not None and nodeflib and cached.startswith(self._system_prefixes):
                 cached = None
-            step = m.SearchStep(m.LD_SO_CACHE, (self.cache.path,) + ((cached,) if cached else ()))
+            step = self._step(m.LD_SO_CACHE, (self.cache.path,) + ((cached,) if cached else ()), shown=True)
             searched.append(step)
             if cached is not None:
                 found = self._open(cached, skipped)
@@ -364,16 +364,25 @@ class Loader:
             dirs = self.conf_dirs
             if nodeflib:
                 dirs = tuple(d for d in dirs if not d.startswith(self._system_prefixes))
-            hit = self._try(name, dirs, m.SearchStep(m.LD_SO_CONF, _shown(dirs)), searched, skipped)
+            hit = self._try(name, dirs, self._step(m.LD_SO_CONF, dirs), searched, skipped)
             if hit[0]:
                 return hit
 
         if not nodeflib:
             dirs = self._system_dirs()
-            hit = self._try(name, dirs, m.SearchStep(m.SYSTEM_DIRS, _shown(dirs)), searched, skipped)
+            hit = self._try(name, dirs, self._step(m.SYSTEM_DIRS, dirs), searched, skipped)
             if hit[0]:
                 return hit
         return None, None
+
+    def _step(self, kind: str, dirs: tuple[str, ...], owner: str | None = None, *, shown: bool = False) -> m.SearchStep:
+        """SearchSteps are immutable and the same few recur in every request: make each once per run."""
+        memo = self.fs.step_memo
+        key = (kind, dirs, owner)
+        step = memo.get(key)
+        if step is None:
+            step = memo[key] = m.SearchStep(kind, dirs if shown else _shown(dirs), owner)
+        return step
 
     def _try(self, name: str, dirs: tuple[str, ...], step: m.SearchStep, searched: list, skipped: list):
         searched.append(step)
@@ -409,7 +418,24 @@ class Loader:
         return None
 
     def _open(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:
-        """glibc's open_verify: the file's info, None to go on searching, or _FatalLoadError."""
+        """glibc's open_verify: the file's info, None to go on searching, or _FatalLoadError (memoised per path for
+        the run, like the directory listings: the same cached libc path is opened for nearly every analysis)."""
+        memo = self.fs.open_memo
+        answer = memo.get(path)
+        if answer is None:
+            found_skips: list[str] = []
+            try:
+                answer = (self._verify(path, found_skips), tuple(found_skips), None)
+            except _FatalLoadError as error:
+                answer = (None, tuple(found_skips), error)
+            memo[path] = answer
+        found, skips, fatal = answer
+        skipped.extend(skips)
+        if fatal is not None:
+            raise fatal
+        return found
+
+    def _verify(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:
         st = self.fs.stat(path)
         if st is None:
             return None  # absent, a dangling symlink, or outside the image
