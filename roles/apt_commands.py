@@ -1,9 +1,10 @@
-"""Shell commands that run apt/dpkg (directly or through amdgpu-install) with a bounded wait for the dpkg lock (pure).
+"""Shell commands that run apt/dpkg (directly or through amdgpu-install) with a bounded wait for a busy lock (pure).
 
 pyinfra 3.10's apt operations do not wait for the lock: a host where unattended-upgrades is running fails at once.
 Every package command here runs with `DPkg::Lock::Timeout` set through APT_CONFIG — a one-line configuration file
-made for the command — so apt-get and the apt-get that amdgpu-install calls inside both wait up to the timeout.
-When the lock is still held after that, the command fails and adds one line that says so and what to do.
+made for the command — so apt-get and the apt-get that amdgpu-install calls inside both wait up to the timeout, and
+a command that still fails on a lock (apt-get update does not wait for its own) is retried until the timeout. When it
+is still locked after that, the command fails and adds one line that says so and what to do.
 """
 
 from __future__ import annotations
@@ -16,20 +17,30 @@ APT_GET = ("DEBIAN_FRONTEND=noninteractive apt-get -y "
 
 
 def lock_expired_message(timeout: int) -> str:
-    return (f"rocm-fleet: the dpkg lock was still held after {timeout} s (dpkg_lock_timeout): another apt/dpkg run "
-            "is busy on this host; let it finish (or raise dpkg_lock_timeout) and deploy again")
+    return (f"rocm-fleet: apt/dpkg was still locked after {timeout} s (dpkg_lock_timeout): another apt/dpkg run is "
+            "busy on this host; let it finish (or raise dpkg_lock_timeout) and deploy again")
 
 
 def with_dpkg_lock_timeout(command: str, timeout: int) -> str:
-    """Wrap `command` (sh) so that apt inside it waits up to `timeout` seconds for the dpkg lock, and a failure that
-    is the lock says so in one line. The command's output is printed after it ends (pyinfra shows it on failure)."""
-    config = shlex.quote(f'DPkg::Lock::Timeout "{int(timeout)}";')
+    """Wrap `command` (sh) so that apt inside it waits up to `timeout` seconds for a lock held by another apt/dpkg run,
+    and a failure that is a lock says so in one line. The command's output is printed after it ends (pyinfra shows
+    it on failure).
+
+    apt waits for the dpkg lock itself (DPkg::Lock::Timeout), but `apt-get update` fails at once on the lock of the
+    package lists: a failure that names a lock is therefore retried every 5 s until `timeout` has passed. Retrying is
+    safe because apt changes nothing when it cannot take its lock.
+    """
+    timeout = int(timeout)
+    config = shlex.quote(f'DPkg::Lock::Timeout "{timeout}";')
     message = shlex.quote(lock_expired_message(timeout))
+    locked = f"grep -q {shlex.quote(LOCK_SIGNATURE)} \"$log\""
     return (
         f"cfg=$(mktemp) && log=$(mktemp) && echo {config} > \"$cfg\" && "
-        f"export APT_CONFIG=\"$cfg\" DEBIAN_FRONTEND=noninteractive && "
-        f"( {command} ) > \"$log\" 2>&1; rc=$?; cat \"$log\"; "
-        f"if [ \"$rc\" -ne 0 ] && grep -q {shlex.quote(LOCK_SIGNATURE)} \"$log\"; then echo {message} >&2; fi; "
+        "export APT_CONFIG=\"$cfg\" DEBIAN_FRONTEND=noninteractive && start=$(date +%s) && "
+        f"while :; do ( {command} ) > \"$log\" 2>&1; rc=$?; "
+        f"if [ \"$rc\" -ne 0 ] && {locked} && [ $(( $(date +%s) - start )) -lt {timeout} ]; then sleep 5; "
+        "else break; fi; done; cat \"$log\"; "
+        f"if [ \"$rc\" -ne 0 ] && {locked}; then echo {message} >&2; fi; "
         "rm -f \"$cfg\" \"$log\"; exit \"$rc\""
     )
 

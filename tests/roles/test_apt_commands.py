@@ -3,7 +3,13 @@ run for real with sh. The real lock held by a real process is in tests/roles/col
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
+import threading
+from pathlib import Path
+
+import pytest
 
 from roles.apt_commands import apt_get, lock_expired_message, with_dpkg_lock_timeout
 
@@ -46,3 +52,43 @@ def test_apt_get_is_non_interactive_and_keeps_changed_config_files():
     command = apt_get("remove foo", 300)
     for part in ("DEBIAN_FRONTEND=noninteractive", "apt-get -y", "--force-confdef", "--force-confold", "remove foo"):
         assert part in command
+
+
+def _apt_update(lists: Path) -> str:
+    # apt-get update on a private, empty lists directory: its lock is the one a concurrent `apt-get update` holds.
+    return (f"apt-get -q update -o Dir::State::Lists={lists} -o Dir::Etc::SourceList=/dev/null "
+            "-o Dir::Etc::SourceParts=/nonexistent")
+
+
+def _hold(lock: Path) -> int:
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)  # apt's kind of lock (fcntl), as another apt would hold it
+    return holder
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="apt-get update wants root even on a private lists directory")
+def test_update_blocked_by_the_lists_lock_retries_until_the_timeout(tmp_path):
+    """apt-get update does not wait for its lock (DPkg::Lock::Timeout covers only dpkg's): the wrapper retries."""
+    (tmp_path / "partial").mkdir()
+    holder = _hold(tmp_path / "lock")
+    try:
+        done = _sh(with_dpkg_lock_timeout(_apt_update(tmp_path), 2))
+    finally:
+        os.close(holder)
+    assert done.returncode == 100
+    assert "Could not get lock" in done.stdout
+    assert done.stderr.strip() == lock_expired_message(2)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="apt-get update wants root even on a private lists directory")
+def test_update_goes_on_once_the_lock_is_released(tmp_path):
+    (tmp_path / "partial").mkdir()
+    holder = _hold(tmp_path / "lock")
+    release = threading.Timer(1, os.close, (holder,))
+    release.start()
+    try:
+        done = _sh(with_dpkg_lock_timeout(_apt_update(tmp_path), 60))
+    finally:
+        release.join()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr == ""

@@ -30,7 +30,7 @@ from pyinfra.context import ctx_host, ctx_state
 from roles.apt_commands import with_dpkg_lock_timeout
 from tests.support.pyinfra_ops import FakeHost
 
-_LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*? && \( (.*) \) > \"\$log\" 2>&1; rc=")
+_LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
 
 
 class OutputHost(FakeHost):
