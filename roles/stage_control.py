@@ -60,10 +60,15 @@ def stop(title: str, reason: str):
 
 
 @operation()
-def note(message: str):
-    """Change nothing; record `message` as the reason (shown with -v and in the plan's operation name)."""
+def _note_here(message: str):
     host.noop(message)
     yield from ()
+
+
+def note(message: str, name: str | None = None):
+    """An operation that changes nothing and says why: `message` shows with -v; the plan shows `name` (default: the
+    message itself, so keep it the same for every host)."""
+    return _note_here(message, name=name or message)
 
 
 def host_is_stopped() -> bool:
