@@ -1,0 +1,75 @@
+"""The one operation of the strays stage: report the host's stray distro ROCm packages, or purge what may go."""
+
+from __future__ import annotations
+
+import shlex
+import weakref
+
+from pyinfra import host, logger
+from pyinfra.api import operation
+
+from roles.apt_commands import apt_get
+from roles.debian_facts import AptRemovalSimulation
+from roles.stage_control import fail_command, tell_command
+from roles.strays.facts import DistroRocmStrays
+from roles.strays.model import RemovalPlan, plan_removal
+from verify.strays import StraysReport
+
+# state -> host names already reported in this run: the body runs at plan time and again at execution.
+_reported: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def describe(report: StraysReport) -> str:
+    if not report.strays:
+        return "no stray distro ROCm packages"
+    return f"{len(report.strays)} stray distro ROCm package(s): " + "; ".join(s.describe() for s in report.strays)
+
+
+def _report_once(report: StraysReport, plan: RemovalPlan | None) -> None:
+    """Print each stray (and what is kept, and why) once per host and run, whatever the policy: a report-only run
+    changes nothing, so pyinfra itself would show nothing."""
+    seen = _reported.setdefault(host.state, set())
+    if host.name in seen or not report.strays:
+        return
+    seen.add(host.name)
+    for stray in report.strays:
+        host.log_styled(f"stray: {stray.describe()}", fg="yellow", log_func=logger.warning)
+    for kept in plan.kept if plan is not None else ():
+        host.log_styled(f"stray: {kept.line()}", fg="yellow", log_func=logger.warning)
+
+
+@operation()
+def stray_packages(policy: str = "report", dpkg_lock_timeout: int = 300):
+    """Report stray distro ROCm packages (`policy="report"`), or purge those no installed package needs (`"remove"`).
+
+    Reads the strays fact from the uploaded verifier; at plan time on a host that does not have the verifier yet
+    the fact is None, and the operation decides when it executes, after the upload (pyinfra runs the body again
+    then, with fresh facts).
+    """
+    if policy not in ("report", "remove"):
+        raise ValueError(f"stray_packages: policy {policy!r} is not 'report' or 'remove'")
+    report = host.get_fact(DistroRocmStrays)
+    if report is None:
+        host.noop("stray distro ROCm packages: read when this runs, after the verifier is uploaded")
+        return
+    plan = plan_removal(report) if policy == "remove" else None
+    _report_once(report, plan)
+    if plan is None:
+        host.noop(f"{describe(report)} (stray_policy: report)" if report.strays else describe(report))
+        return
+    if not plan.purge:
+        host.noop(plan.summary())  # "no stray distro ROCm packages", or what is kept and why
+        return
+    # apt-get purge also removes whatever depends on what it purges, without asking under -y. The plan says nothing
+    # installed needs these; apt's own simulation, read when this runs, must agree before anything is touched.
+    purged = {name.split(":")[0] for name in plan.purge}
+    simulated = host.get_fact(AptRemovalSimulation, packages=list(plan.purge))
+    extra = [f"{name} {version}".strip() for name, version in simulated if name.split(":")[0] not in purged]
+    if extra:
+        yield fail_command(
+            f"strays: purging {' '.join(plan.purge)} would also remove {', '.join(extra)} — nothing removed; "
+            f"check what needs them (apt-cache rdepends --installed {' '.join(plan.purge)}) and run again"
+        )
+        return
+    yield tell_command(f"purging {' '.join(plan.purge)}: distro ROCm packages that no installed package needs")
+    yield apt_get("purge " + " ".join(shlex.quote(name) for name in plan.purge), dpkg_lock_timeout)
