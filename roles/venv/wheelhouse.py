@@ -1,0 +1,121 @@
+"""The offline wheelhouse, on the controller: every wheel a host needs for its venv, downloaded with pip for the host's
+Python version and platform (not the controller's), once.
+
+    prepare_wheelhouse(Path("/srv/wheelhouse"), host_python, "torch==2.13.0+rocm7.2", torch_index_url, ["bitsandbytes==0.50.1"])
+      -> /srv/wheelhouse/cp311-manylinux_2_36_x86_64/   (then synced to the hosts and installed with --no-index)
+
+Two pip runs, because torch and the rest come from different indexes: torch (and its dependencies) from the torch
+index alone, as PyTorch documents (`--index-url`); then the rest from pip's configured index, with torch pinned to the
+exact file already downloaded, so pip cannot swap in another torch build from PyPI.
+
+A set is complete when its stamp (written last) lists the requirements, the indexes and every file with its size;
+then nothing is downloaded again. Anything else is rebuilt in a private directory and moved into place, so an
+interrupted download never leaves a half set that looks complete. Several hosts (greenlets) and several controller
+processes may ask at once: one downloads, the others wait and reuse.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from pyinfra.api.exceptions import PyinfraError
+
+from roles.venv.model import HostPython, wheel_platforms
+
+log = logging.getLogger(__name__)
+
+STAMP = ".complete.json"
+_in_process = threading.Lock()  # greenlets of one run: pip runs block, so no switch happens while this is held
+
+
+class WheelhouseError(PyinfraError):
+    """The wheelhouse could not be prepared; one line naming the directory, what failed and what to do."""
+
+
+def _pip_download(dest: Path, target: HostPython, requirements: list[str], extra: list[str]) -> None:
+    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
+            "--dest", str(dest), "--only-binary=:all:", "--python-version", target.minor, "--implementation", "cp",
+            "--abi", f"cp{target.minor.replace('.', '')}"]
+    for platform in wheel_platforms(target.glibc, target.machine):
+        argv += ["--platform", platform]
+    argv += extra + requirements
+    log.info("wheelhouse: %s", " ".join(argv[3:]))
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip() and "is ignored" not in line]
+        raise WheelhouseError(
+            f"wheelhouse {dest.parent}: pip download {' '.join(requirements)} for Python {target.minor} "
+            f"({target.machine}, glibc {target.glibc}) failed: {lines[-1] if lines else 'no output'} — check the "
+            "index URLs and that these versions exist as wheels for that Python"
+        )
+
+
+def _wheel_version(dest: Path, name: str) -> str:
+    wanted = canonicalize_name(name)
+    for wheel in dest.glob("*.whl"):
+        wheel_name, version, _build, _tags = parse_wheel_filename(wheel.name)
+        if wheel_name == wanted:
+            return str(version)
+    raise WheelhouseError(f"wheelhouse {dest.parent}: pip reported success but left no {name} wheel in {dest}")
+
+
+def _recipe(target: HostPython, torch_spec: str, torch_index_url: str, others: list[str]) -> dict:
+    return {"python": target.minor, "glibc": target.glibc, "machine": target.machine, "torch": torch_spec,
+            "torch_index_url": torch_index_url, "others": sorted(others)}
+
+
+def _complete(directory: Path, recipe: dict) -> bool:
+    try:
+        stamp = json.loads((directory / STAMP).read_text())
+    except (OSError, ValueError):
+        return False
+    if stamp.get("recipe") != recipe:
+        return False
+    return all((directory / name).is_file() and (directory / name).stat().st_size == size
+               for name, size in stamp.get("files", {}).items())
+
+
+def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_index_url: str,
+                       others: list[str]) -> Path:
+    """The directory under `base` holding every wheel for `target` (downloaded now unless already complete)."""
+    directory = base / target.tag
+    recipe = _recipe(target, torch_spec, torch_index_url, others)
+    with _in_process:
+        if _complete(directory, recipe):
+            return directory
+        base.mkdir(parents=True, exist_ok=True)
+        with open(base / f".{target.tag}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _complete(directory, recipe):  # another controller process finished it meanwhile
+                return directory
+            partial = base / f".partial-{target.tag}-{os.getpid()}"
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.mkdir()
+            try:
+                torch_name = Requirement(torch_spec).name
+                _pip_download(partial, target, [torch_spec], ["--index-url", torch_index_url])
+                pin = partial / ".torch-pin.txt"
+                pin.write_text(f"{torch_name}=={_wheel_version(partial, torch_name)}\n")
+                # --find-links: the torch wheel just downloaded is a candidate, and the pin makes it the only one.
+                _pip_download(partial, target, list(others), ["--find-links", str(partial), "--constraint", str(pin)])
+                pin.unlink()
+                files = {wheel.name: wheel.stat().st_size for wheel in sorted(partial.glob("*.whl"))}
+                (partial / STAMP).write_text(json.dumps({"recipe": recipe, "files": files}, indent=2) + "\n")
+                if directory.exists():
+                    shutil.rmtree(directory)
+                partial.rename(directory)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
+            log.info("wheelhouse %s: %d wheels for %s", directory, len(files), target.tag)
+    return directory

@@ -1,0 +1,61 @@
+"""roles/venv/model.py: PEP 440 requirement checks (local versions included) and the wheel platforms for a host."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+from packaging import tags
+
+from roles.venv.model import HostPython, requirement_met, unmet, wheel_platforms
+
+
+def test_wheel_platforms_equal_what_packaging_accepts_on_this_machine():
+    # packaging's own platform_tags() for the running system is the oracle; this machine is glibc/x86_64.
+    libc, version = os.confstr("CS_GNU_LIBC_VERSION").split()
+    assert libc == "glibc"
+    expected = [tag for tag in tags.platform_tags() if tag.startswith("manylinux")]
+    assert list(wheel_platforms(version, platform.machine())) == expected
+
+
+def test_wheel_platforms_of_an_older_glibc():
+    found = wheel_platforms("2.31", "x86_64")  # Ubuntu 20.04
+    assert found[0] == "manylinux_2_31_x86_64" and found[-1] == "manylinux1_x86_64"
+    assert "manylinux_2_34_x86_64" not in found and "manylinux2014_x86_64" in found
+    assert "manylinux2014_aarch64" not in wheel_platforms("2.35", "aarch64")  # legacy aliases: x86 only here
+
+
+def test_wheel_platforms_refuse_what_manylinux_does_not_know():
+    with pytest.raises(ValueError, match="glibc 3.0"):
+        wheel_platforms("3.0", "x86_64")
+
+
+def test_host_python_tag():
+    assert HostPython("3.11.2", "2.36", "x86_64").tag == "cp311-manylinux_2_36_x86_64"
+    assert HostPython("3.12.3", "2.39", "x86_64").minor == "3.12"
+
+
+@pytest.mark.parametrize(
+    "spec, installed, met",
+    [
+        ("torch==2.13.0+rocm7.2", {"torch": "2.13.0+rocm7.2"}, True),  # what pyinfra's pip fact gets wrong
+        ("torch==2.13.0+rocm7.2", {"torch": "2.13.0+cpu"}, False),
+        ("torch==2.13.0+rocm7.2", {"torch": "2.13.0"}, False),
+        ("torch==2.13.0", {"torch": "2.13.0+cpu"}, True),  # no local label in the spec: any build of 2.13.0
+        ("torch==2.13.0", {"torch": "2.13.1+rocm7.2"}, False),
+        ("torch>=2.13,<2.14", {"torch": "2.13.0+rocm7.2"}, True),
+        ("bitsandbytes==0.50.1", {"bitsandbytes": "0.50.1"}, True),
+        ("bitsandbytes==0.50.1", {"bitsandbytes": "0.50.1.dev0"}, False),
+        ("Bitsandbytes==0.50.1", {"bitsandbytes": "0.50.1"}, True),  # names compare canonicalised
+        ("torch==2.13.0", {}, False),
+        ("torch==2.13.0", {"torch": "not a version"}, False),
+    ],
+)
+def test_requirement_met(spec, installed, met):
+    assert requirement_met(spec, installed) is met
+
+
+def test_unmet_keeps_order():
+    assert unmet(["torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1"], {"torch": "2.13.0+cpu"}) == (
+        "torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1")
