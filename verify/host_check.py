@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from verify.bnb_library import BnbChoice, release_tag, select_bnb_library
 from verify.elf import ElfError
+from verify.gpu_arch import arch_supported, base_arch
 from verify.image import ProcessImage
 from verify.installed import check_bitsandbytes_version, check_system_rocm, check_torch_build, rocm_info_version
 from verify.linkage_check import Places, judge_linkage
@@ -249,8 +250,6 @@ def _facts(
     bnb_rt = data.get("bitsandbytes") or {}
     gpus = None
     if probe is not None:
-        from verify.gpu_arch import arch_supported, base_arch
-
         gpus = [
             {"index": d.get("index"), "name": d.get("name"), "arch": base_arch(d.get("arch")),
              "supported": arch_supported(d.get("arch"))}

@@ -17,6 +17,7 @@ Output: one JSON document on the *original* stdout; everything else (library cha
 """
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -116,7 +117,7 @@ def probe_bitsandbytes(result):
     result["bitsandbytes"] = info
     import_error = None
     try:
-        import bitsandbytes
+        importlib.import_module("bitsandbytes")
     except Exception as error:
         # The native library is chosen in bitsandbytes.cextension, early in the import: read it even when a later
         # part of the package failed to import.
