@@ -9,7 +9,8 @@ stand-in with AMD's layout, names and version strings:
         /etc/apt/sources.list.d/rocm.list and amdgpu.list, deliberately naming the wrong ROCm release (7.2.1), as
             AMD's own 7.2.1 quick start had users fix by hand
     rocm/apt/7.2.4 jammy main: rocm-core 7.2.4.70204-93~22.04 (/opt/rocm-7.2.4/.info/version; registers /opt/rocm
-        with update-alternatives as AMD's does) and rocm 7.2.4.70204-93~22.04 (depends on it)
+        with update-alternatives as AMD's does) and rocm 7.2.4.70204-93~22.04 (depends on it); the multi-version
+        pair rocm-core7.2.4 and rocm7.2.4 (same content) that `--rocmrelease=7.2.4` installs
     graphics/7.2.4/ubuntu, amdgpu/30.30.4/ubuntu jammy main: empty repositories
 
 The repositories are unsigned; their list entries carry [trusted=yes].
@@ -52,15 +53,21 @@ apt-get install -y "rocm$release"
 ROCM_CORE_POSTINST = """#!/bin/sh
 set -e
 if [ "$1" = configure ]; then
-    update-alternatives --install /opt/rocm rocm /opt/rocm-7.2.4 70204
+    update-alternatives --install /opt/rocm rocm /opt/rocm-{release} {build}
 fi
 """
 ROCM_CORE_PRERM = """#!/bin/sh
 set -e
 if [ "$1" = remove ]; then
-    update-alternatives --remove rocm /opt/rocm-7.2.4
+    update-alternatives --remove rocm /opt/rocm-{release}
 fi
 """
+
+
+def rocm_core_scripts(release: str, build: str) -> dict[str, str]:
+    """rocm-core's maintainer scripts: register /opt/rocm-RELEASE as the `rocm` alternative (priority: the build)."""
+    return {"postinst": ROCM_CORE_POSTINST.format(release=release, build=build),
+            "prerm": ROCM_CORE_PRERM.format(release=release)}
 
 
 def build_deb(workdir: Path, control: dict[str, str], files: dict[str, str] | None = None,
@@ -119,14 +126,17 @@ def build_mirror(root: Path, base_url: str) -> str:
                                               f"deb {OPTIONS} {base_url}/graphics/{wrong}/ubuntu {CODENAME} main\n"),
         "/etc/apt/sources.list.d/amdgpu.list": f"deb {OPTIONS} {base_url}/amdgpu/30.30.4/ubuntu {CODENAME} main\n",
     })
-    core = build_deb(debs, {"Package": "rocm-core", "Version": ROCM_VERSION},
-                     {"/opt/rocm-7.2.4/.info/version": "7.2.4-93\n"},
-                     {"postinst": ROCM_CORE_POSTINST, "prerm": ROCM_CORE_PRERM})
-    meta = build_deb(debs, {"Package": "rocm", "Version": ROCM_VERSION, "Depends": f"rocm-core (= {ROCM_VERSION})"})
+    rocm = []
+    for suffix in ("", "7.2.4"):  # single-version names, and the multi-version ones
+        rocm.append(build_deb(debs, {"Package": f"rocm-core{suffix}", "Version": ROCM_VERSION},
+                              {"/opt/rocm-7.2.4/.info/version": "7.2.4-93\n"},
+                              rocm_core_scripts("7.2.4", "70204")))
+        rocm.append(build_deb(debs, {"Package": f"rocm{suffix}", "Version": ROCM_VERSION,
+                                     "Depends": f"rocm-core{suffix} (= {ROCM_VERSION})"}))
     folder = root / "amdgpu-install" / "7.2.4" / "ubuntu" / CODENAME
     folder.mkdir(parents=True)
     (folder / installer.name).write_bytes(installer.read_bytes())
-    _repository(root / "rocm" / "apt" / "7.2.4", [core, meta])
+    _repository(root / "rocm" / "apt" / "7.2.4", rocm)
     _repository(root / "graphics" / "7.2.4" / "ubuntu", [])
     _repository(root / "amdgpu" / "30.30.4" / "ubuntu", [])
     return hashlib.sha256(installer.read_bytes()).hexdigest()

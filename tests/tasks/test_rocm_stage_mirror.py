@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.amd_mirror import build_mirror, serving
+from tests.support.amd_mirror import build_deb, build_mirror, rocm_core_scripts, serving
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -43,16 +43,29 @@ def workstation(tmp_path_factory):
         sha256 = build_mirror(mirror, url)
         data = {"rocm_install": "install", "min_free_disk_gb": 1, "repo_radeon_base_url": url,
                 "amdgpu_install_sha256": sha256, "workstation_users": ["maria"], "dpkg_lock_timeout": 120}
-        with Fleet.up(n=1, login="admin", data=data) as up:
-            root = Path(up.host_state("ws1").root)
-            # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
-            _chroot(root, "apt-get update -q && apt-get install -y -q wget && useradd -m maria")
-            yield up, root, url
+        with Fleet.up(n=2, login="admin", data=data) as up:
+            for name in ("ws1", "ws2"):
+                # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
+                _chroot(Path(up.host_state(name).root), "apt-get update -q && apt-get install -y -q wget && "
+                                                        "useradd -m maria")
+            _install_rocm_6_4_multi_version(Path(up.host_state("ws2").root), tmp_path_factory.mktemp("debs"))
+            yield up, Path(up.host_state("ws1").root), url
 
 
-def _pyinfra(workstation, *data: str) -> tuple[int, dict | None, str]:
+def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
+    """ws2 already has ROCm 6.4.1 as a multi-version install (stand-ins of rocm-core6.4.1 and rocm6.4.1)."""
+    version = "6.4.1.60401-83~22.04"
+    core = build_deb(workdir, {"Package": "rocm-core6.4.1", "Version": version},
+                     {"/opt/rocm-6.4.1/.info/version": "6.4.1-83\n"}, rocm_core_scripts("6.4.1", "60401"))
+    meta = build_deb(workdir, {"Package": "rocm6.4.1", "Version": version, "Depends": f"rocm-core6.4.1 (= {version})"})
+    for deb in (core, meta):
+        (root / "tmp" / deb.name).write_bytes(deb.read_bytes())
+    _chroot(root, f"dpkg -i /tmp/{core.name} /tmp/{meta.name}")
+
+
+def _pyinfra(workstation, *data: str, host: str = "ws1") -> tuple[int, dict | None, str]:
     up, _, _ = workstation
-    argv = [PYINFRA, str(up.inventory), "tasks/rocm.py", "-y", "--json"]
+    argv = [PYINFRA, str(up.inventory), "tasks/rocm.py", "-y", "--json", "--limit", host]
     for item in data:
         argv += ["--data", item]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600,
@@ -68,9 +81,9 @@ def _changed(results: dict) -> list[str]:
     return [op["name"] for op in results["operations"] if op["success"]]
 
 
-def _host_lines(stderr: str) -> list[str]:
-    return [re.sub(r"^\[ws1\]\s+", "[ws1] ", line.strip()) for line in stderr.splitlines()
-            if line.strip().startswith("[ws1]")]
+def _host_lines(stderr: str, host: str = "ws1") -> list[str]:
+    return [re.sub(rf"^\[{host}\]\s+", f"[{host}] ", line.strip()) for line in stderr.splitlines()
+            if line.strip().startswith(f"[{host}]")]
 
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
@@ -127,3 +140,28 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
         assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
     finally:
         _chroot(root, "update-alternatives --remove rocm /opt/rocm-6.4.1; rm -rf /opt/rocm-6.4.1")
+
+
+def test_another_release_stops_the_host_by_default(workstation):
+    up, _, _ = workstation
+    root = Path(up.host_state("ws2").root)
+    code, _, stderr = _pyinfra(workstation, host="ws2")
+    assert code == 1
+    assert ("[ws2] ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
+            "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
+            ) in _host_lines(stderr, "ws2")
+    assert not (root / "opt/rocm-7.2.4").exists()
+
+
+def test_side_by_side_installs_beside_a_multi_version_release(workstation):
+    up, _, _ = workstation
+    root = Path(up.host_state("ws2").root)
+    code, results, stderr = _pyinfra(workstation, "rocm_other_release=side-by-side", host="ws2")
+    assert code == 0, stderr[-3000:]
+    assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
+        "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4")
+    installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
+    assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
+    assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
+    code, results, stderr = _pyinfra(workstation, "rocm_other_release=side-by-side", host="ws2")
+    assert code == 0 and _changed(results) == [], stderr[-3000:]
