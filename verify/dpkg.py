@@ -27,13 +27,14 @@ STATES_WITH_FILES = frozenset(
     {"installed", "triggers-pending", "triggers-awaited", "half-configured", "unpacked", "half-installed"}
 )
 
-# "Name: value" plus continuation lines. Only the fields used below are kept.
+# "Name: value" plus continuation lines, for any field (apt's extended_states) …
 _FIELD = re.compile(r"^([^\s:]+):[ \t]*(.*(?:\n[ \t].*)*)", re.MULTILINE)
-_WANTED_FIELDS = frozenset(
-    {
-        "Package", "Status", "Architecture", "Version", "Source", "Maintainer", "Multi-Arch",
-        "Depends", "Pre-Depends", "Provides",
-    }
+# … and only the fields used below (the regex fails at once on every other line, which keeps the status file — a few
+# MB on a desktop, read after every dpkg run by the apt hook — cheap to parse).
+_WANTED_FIELD = re.compile(
+    r"^(Package|Status|Architecture|Version|Source|Maintainer|Multi-Arch|Depends|Pre-Depends|Provides):[ \t]*"
+    r"(.*(?:\n[ \t].*)*)",
+    re.MULTILINE,
 )
 # One alternative of a relation: name[:arch] [(op version)] [<profiles>] — build profiles never reach the status file,
 # but are tolerated.
@@ -145,7 +146,7 @@ def parse_status(text: str) -> tuple[DpkgPackage, ...]:
     for paragraph in text.split("\n\n"):
         if not paragraph.strip():
             continue
-        fields = {key: value for key, value in _FIELD.findall(paragraph) if key in _WANTED_FIELDS}
+        fields = dict(_WANTED_FIELD.findall(paragraph))
         package = _package_from_fields(fields)
         if package is not None:
             packages.append(package)
