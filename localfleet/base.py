@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .commands import last_line, run
+from .commands import die_with_parent, last_line, run
 from .errors import FleetError
 from .layout import Layout
 from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
@@ -146,7 +146,7 @@ def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
             done = subprocess.run(
                 ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.include)}",
                  "--components=main", f"--cache-dir={layout.debs}", recipe.suite, str(building), recipe.mirror],
-                stdout=out, stderr=subprocess.STDOUT,
+                stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
             )
         if done.returncode != 0:
             raise FleetError(

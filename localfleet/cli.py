@@ -24,7 +24,15 @@ class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt, so a half-done `up` tears itself down."""
 
 
+_interrupts: list[int] = []
+
+
 def _interrupt(signum: int, frame) -> None:
+    # Only the first signal unwinds; a second one must not break into the teardown that the first one started.
+    if _interrupts:
+        log.warning("%s: already tearing down, please wait", signal.Signals(signum).name)
+        return
+    _interrupts.append(signum)
     raise Interrupted(signal.Signals(signum).name)
 
 

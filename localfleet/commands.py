@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
+import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -18,11 +21,28 @@ def last_line(text: str | bytes | None) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the controller dies, even by SIGKILL.
+
+    Without it, a `cp` of a host root outlives a killed `up` and keeps writing into the tree that the next `down`
+    is deleting; it is not rooted in the tree, so teardown would not find it.
+    """
+    parent = os.getppid()
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def run(argv: Sequence[str], doing: str, fix: str = "", **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run with captured text output; a non-zero exit raises FleetError naming `doing` and its last line."""
     log.debug("running %s", " ".join(map(str, argv)))
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
+    kwargs.setdefault("preexec_fn", die_with_parent)
     try:
         done = subprocess.run(list(map(str, argv)), **kwargs)
     except FileNotFoundError as error:

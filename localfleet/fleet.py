@@ -43,22 +43,40 @@ LOGINS = {"root": "root", "admin": ADMIN_USER}
 def require_root() -> None:
     if os.geteuid() != 0:
         raise FleetError(
-            "localfleet must run as root (it copies Debian roots, mounts /proc, /sys and /dev in them, chroots and starts "
+            "must run as root (localfleet copies Debian roots, mounts /proc, /sys and /dev in them, chroots and starts "
             "sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
 
 
 @contextlib.contextmanager
 def _fleet_lock(layout: Layout, name: str, blocking: bool = True) -> Iterator[bool]:
-    """Serialise up/down of one fleet name across processes; yields False when non-blocking and someone holds it."""
+    """Serialise up/down of one fleet name across processes; yields False when non-blocking and someone holds it.
+
+    `down` deletes the lock file while holding it (so lock files do not pile up); a process that was waiting on the
+    deleted file notices that the path now names another file (or none) and locks again.
+    """
     layout.fleets.mkdir(parents=True, exist_ok=True)
-    with open(layout.fleet_lock(name), "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
+    path = layout.fleet_lock(name)
+    while True:
+        with open(path, "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current != os.fstat(lock.fileno()).st_ino:
+                continue  # deleted (and maybe re-created) while we waited
+            yield True
             return
-        yield True
+
+
+def _drop_fleet_lock(layout: Layout, name: str) -> None:
+    """Called with the lock held, after a teardown: the lock file goes with the fleet."""
+    layout.fleet_lock(name).unlink(missing_ok=True)
 
 
 class Fleet:
@@ -111,6 +129,7 @@ class Fleet:
             except BaseException:
                 log.info("fleet %r: bringing up failed, tearing down what was started", name)
                 _teardown(layout, fleet_dir)
+                _drop_fleet_lock(layout, name)
                 raise
             log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
                      fleet.inventory)
@@ -237,8 +256,10 @@ def down(name: str = "default", cache: Path | str | None = None) -> bool:
     with _fleet_lock(layout, name):
         fleet_dir = layout.fleet_dir(name)
         if not fleet_dir.exists():
+            _drop_fleet_lock(layout, name)
             return False
         _teardown(layout, fleet_dir)
+        _drop_fleet_lock(layout, name)
         return True
 
 
@@ -269,6 +290,7 @@ def sweep_abandoned(layout: Layout, skip: str | None = None) -> list[str]:
             owner = f"process {state.owner.pid}, no longer running" if state else "no state file: an interrupted up"
             log.warning("removing abandoned fleet %r (%s)", fleet_dir.name, owner)
             _teardown(layout, fleet_dir)
+            _drop_fleet_lock(layout, fleet_dir.name)
             swept.append(fleet_dir.name)
     return swept
 

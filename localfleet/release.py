@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import logging
 import shutil
+import time
 from pathlib import Path
 
 from .errors import FleetError
@@ -56,4 +57,14 @@ def remove_tree(directory: Path, inside: Path) -> None:
     release_tree(directory)
     if mounts_under(directory):  # release_tree raises first; this guards the rmtree below against any future change
         raise FleetError(f"refusing to delete {directory}: something is still mounted in it")
-    shutil.rmtree(directory)
+    for attempt in range(3):
+        try:
+            shutil.rmtree(directory)
+            return
+        except OSError as error:  # e.g. ENOTEMPTY: something still creates files in the tree
+            failure = error
+            log.debug("deleting %s failed (%s), attempt %d", directory, error, attempt + 1)
+            time.sleep(0.5)
+            release_tree(directory)
+    raise FleetError(f"could not delete {directory}: {failure.strerror} ({failure.filename}) — a process outside the "
+                     f"fleet may be writing into it: find it with `lsof +D {directory}`, stop it, run `down` again")

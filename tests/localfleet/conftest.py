@@ -15,6 +15,11 @@ from localfleet.release import release_tree
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: mounts, chroot and sshd in host roots")
 
 
+def real_fleet(test):
+    """Marks a test that brings real hosts up: root, slow, skipped when not root."""
+    return needs_root(pytest.mark.root(pytest.mark.slow(test)))
+
+
 @pytest.fixture(scope="session")
 def base_root():
     """The cached Debian 12 base root (built by the first test that needs it: about a minute)."""

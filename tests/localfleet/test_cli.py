@@ -1,0 +1,127 @@
+"""localfleet/cli.py: `python -m localfleet up|down|status` as a user runs it, signals and kills included.
+
+Each test uses its own cache directory (LOCALFLEET_CACHE) whose base/ points at the shared cached base root, so
+`down --all` and the stale-state cases only ever see this test's fleets.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localfleet import Fleet
+from localfleet.layout import REPO, Layout
+
+from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
+from .conftest import needs_root
+
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+
+
+@pytest.fixture
+def cache(tmp_path, base_root):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "base").symlink_to(base_root.parent)
+    return cache
+
+
+def cli(cache, *args, **kwargs):
+    env = {**os.environ, "LOCALFLEET_CACHE": str(cache)}
+    return subprocess.run([sys.executable, "-m", "localfleet", *args], capture_output=True, text=True, cwd=REPO,
+                          env=env, timeout=300, **kwargs)
+
+
+def start_up(cache, name, hosts=3):
+    return subprocess.Popen([sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+
+
+def wait_for_line(process, text):
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if text in line:
+            return seen
+    raise AssertionError(f"never saw {text!r}; stderr was: {''.join(seen)}")
+
+
+def ports_of(lines):
+    return [int(line.rsplit(":", 1)[1]) for line in lines if " listens on " in line]
+
+
+def test_up_status_down(cache):
+    up = cli(cache, "up", "--hosts", "2", "--name", "cli1")
+    assert up.returncode == 0, up.stderr
+    inventory = Path(up.stdout.strip())  # stdout is just the inventory path
+    assert inventory == cache / "fleets/cli1/inventory.py" and inventory.is_file()
+    fleet = Fleet.attach("cli1", cache=cache)
+    ports = [h.port for h in fleet.hosts]
+    assert fleet.host("ws2").ssh(["uname", "-n"]).stdout == "ws2\n"  # outlives the `up` process
+
+    status = cli(cache, "status")
+    assert status.returncode == 0
+    assert "cli1: 2 host(s), login root, persistent (until `down`)" in status.stdout
+    assert f"ws1  127.0.0.1:{ports[0]}  sshd up" in status.stdout
+
+    down = cli(cache, "down", "--name", "cli1")
+    assert down.returncode == 0 and "fleet 'cli1': torn down" in down.stderr
+    assert leftovers(cache, ports) == [] and not inventory.parent.exists()
+    again = cli(cache, "down", "--name", "cli1")
+    assert again.returncode == 0 and "nothing to tear down" in again.stderr
+    assert cli(cache, "status").stdout == "no local fleets\n"
+    assert list((cache / "fleets").iterdir()) == []  # the lock file goes with the fleet
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_halfway_through_up_tears_down_and_exits_130(cache, sig):
+    up = start_up(cache, "sig")
+    lines = wait_for_line(up, "ws2 listens on")
+    up.send_signal(sig)
+    _, rest = up.communicate(timeout=120)
+    assert up.returncode == 130, rest
+    assert f"interrupted ({sig.name}); what was started has been torn down" in rest
+    assert leftovers(cache, ports_of(lines)) == [] and not (cache / "fleets/sig").exists()
+
+
+def test_a_killed_up_leaves_stale_state_that_status_names_and_down_removes(cache):
+    up = start_up(cache, "stale")
+    lines = wait_for_line(up, "ws2 listens on")
+    up.kill()
+    up.wait()
+    fleet_dir = cache / "fleets/stale"
+    assert processes_inside(fleet_dir) and mounts_inside(fleet_dir)  # SIGKILL: nothing could clean up
+    status = cli(cache, "status")
+    assert f"stale: 2 host(s), login root, owned by pid {up.pid} — gone: stale" in status.stdout, status.stdout
+    down = cli(cache, "down", "--name", "stale")
+    assert down.returncode == 0, down.stderr
+    assert leftovers(cache, ports_of(lines)) == [] and not fleet_dir.exists()
+
+
+def test_down_all_removes_every_fleet_of_the_cache(cache):
+    ports = []
+    for name in ("all1", "all2"):
+        assert cli(cache, "up", "--hosts", "1", "--name", name).returncode == 0
+        ports += [h.port for h in Fleet.attach(name, cache=cache).hosts]
+    down = cli(cache, "down", "--all")
+    assert down.returncode == 0 and down.stderr.count("torn down in") == 2
+    assert leftovers(cache, ports) == [] and list((cache / "fleets").iterdir()) == []
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system python3 (the test runs as nobody)")
+def test_not_root_is_one_clear_line_and_bad_usage_is_exit_2(cache):
+    for command in (["up"], ["down"]):
+        # As nobody, with the system python3 (the venv's interpreter may sit in root's 0700 home); localfleet itself
+        # needs only the standard library.
+        done = subprocess.run(["/usr/bin/python3", "-m", "localfleet", *command], capture_output=True, text=True,
+                              cwd=REPO, env={"LOCALFLEET_CACHE": str(cache), "PATH": os.environ["PATH"]},
+                              preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
+        assert done.returncode == 1
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("localfleet: must run as root"), done.stderr
+    assert cli(cache, "up", "--hosts", "0").returncode == 2
+    assert cli(cache, "down", "--name", "../x").returncode == 2
+    assert not Layout(cache).fleets.exists() or list(Layout(cache).fleets.glob("*/")) == []
