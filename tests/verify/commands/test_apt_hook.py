@@ -1,0 +1,189 @@
+"""`verify apt-hook`: what apt's output gets after a dpkg run, and that the hook never fails apt.
+
+The hook runs as apt runs it: this machine's bare /usr/bin/python3 (no pyelftools, no pyinfra) with `-I` on the file
+verify/commands/apt_hook.py of an unpacked, byte-compiled copy of the real verify.pyz (roles/verifier.py builds it;
+roles/apt_hook makes the same copy on a host). It checks stand-in workstation images (`--root`,
+tests/support/drift_images.py: gcc-built STAND-INS for the torch ROCm wheel and ROCm, real Debian dpkg data) and keeps
+its results in a scratch --state-dir.
+"""
+
+from __future__ import annotations
+
+import compileall
+import io
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from roles.verifier import zipapp_bytes
+from tests.support.drift_images import Workstation
+
+REPO = Path(__file__).resolve().parents[3]
+PYTHON = "/usr/bin/python3"
+PREFIX = "rocm-fleet apt hook:"
+VENV = "/opt/rocm-fleet/venv"
+
+pytestmark = pytest.mark.skipif(not Path(PYTHON).exists(), reason="needs the system's python3")
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    """The hook's copy of the verifier: verify.pyz unpacked and compiled, as roles/apt_hook makes it on a host."""
+    target = tmp_path_factory.mktemp("hook") / "verifier"
+    zipfile.ZipFile(io.BytesIO(zipapp_bytes())).extractall(target)
+    assert compileall.compile_dir(target, quiet=1)
+    return target
+
+
+def entry(copy: Path) -> Path:
+    return copy / "verify" / "commands" / "apt_hook.py"
+
+
+def hook(copy: Path, root: Path, state: Path, *extra: str, python: str = PYTHON) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [python, "-I", str(entry(copy)), "--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1",
+         "--root", str(root), "--state-dir", str(state), *extra],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )
+
+
+def lines(done: subprocess.CompletedProcess) -> list[str]:
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.fixture
+def workstation(tmp_path) -> Workstation:
+    return Workstation.provisioned(tmp_path / "ws")
+
+
+def test_a_dpkg_run_that_makes_things_worse_warns_then_clearing_it_says_so(copy, workstation, tmp_path):
+    state = tmp_path / "state"
+    first = lines(hook(copy, workstation.root, state))
+    assert len(first) == 1 and first[0].startswith(
+        f"{PREFIX} baseline recorded for {VENV}: WARN — passed with warnings — linkage.static: two copies of libamdhip64")
+    assert lines(hook(copy, workstation.root, state)) == []  # nothing changed: apt's output stays quiet
+    [unchanged] = lines(hook(copy, workstation.root, state, "--verbose"))
+    assert unchanged.startswith(f"{PREFIX} no change (WARN: passed with warnings")
+
+    workstation.distro_rocm_smi()  # what `apt-get install slurm-wlm-rsmi-plugin` brings (real Debian 12 dpkg data)
+    warning = lines(hook(copy, workstation.root, state))
+    assert warning[0] == f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {VENV} worse (check now FAIL):"
+    assert warning[1:3] == [
+        f"{PREFIX}   worse: librocm_smi64.so.1 now resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 from "
+        "librocm-smi64-1 5.2.3-2 (distro) instead of /opt/rocm-7.2.4/lib",
+        f"{PREFIX}   worse: new stray package: libamd-comgr2 5.2.3-2 (pulled in by librocsparse0)",
+    ]
+    assert (f"{PREFIX}   worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
+            "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)") in warning
+    assert len(warning) == 10
+    assert warning[-1].startswith(f"{PREFIX} now FAIL: linkage.static: librocm_smi64.so.1 resolves to /usr/lib/")
+    assert warning[-1].endswith(f"details in {state}/last.json; re-verify with: pyinfra INVENTORY tasks/verify.py")
+    kept = json.loads((state / "last.json").read_text())
+    assert kept["report"]["verdict"] == "fail" and len(kept["drift"]["changes"]) == 8
+    assert json.loads((state / "last-pass.json").read_text())["report"]["verdict"] == "warn"
+
+    workstation.restore_rocm_smi()  # `apt-get purge` it again
+    [cleared] = lines(hook(copy, workstation.root, state))
+    assert cleared.startswith(f"{PREFIX} cleared by this dpkg run: librocm_smi64.so.1 now resolves to "
+                              "/opt/rocm-7.2.4/lib/librocm_smi64.so.1 instead of /usr/lib/x86_64-linux-gnu from "
+                              "librocm-smi64-1 5.2.3-2 (distro); stray package gone: libamd-comgr2 5.2.3-2; ")
+    assert cleared.endswith("; stray package gone: librocsparse0 5.3.0+dfsg-2 (check now WARN)")
+
+
+def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_path):
+    done = hook(copy, workstation.root, tmp_path / "state", python=PYTHON)
+    imported = subprocess.run(
+        [PYTHON, "-I", "-X", "importtime", str(entry(copy)), "--venv", VENV, "--expect-rocm", "7.2.4",
+         "--root", str(workstation.root), "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=120,
+    )
+    modules = [line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")]
+    assert "verify.host_check" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
+    assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
+    assert done.returncode == imported.returncode == 0
+
+
+def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
+    broken = tmp_path / "broken"
+    shutil.copytree(copy, broken)
+    if how == "module raises":
+        (broken / "verify" / "host_check.py").write_text("raise RuntimeError('disk error while reading')\n")
+        shutil.rmtree(broken / "verify" / "__pycache__")
+    else:
+        (broken / "verify" / "host_check.py").unlink()
+        shutil.rmtree(broken / "verify" / "__pycache__")
+    return broken
+
+
+@pytest.mark.parametrize("case, arguments, expected", [
+    ("venv gone", ["--venv", "/opt/gone"],
+     f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"),
+    ("bad hook line", ["--expect-rocm", "7.2"],
+     f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)"),
+    ("unknown argument", ["--bogus"],
+     f"{PREFIX} not run — unrecognized arguments: --bogus (the hook line in /etc/apt/apt.conf.d is wrong: run "
+     "tasks/apt_hook.py again)"),
+    ("time limit", ["--time-limit", "0.001"],
+     f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: pyinfra "
+     "INVENTORY tasks/verify.py"),
+])
+def test_its_own_failures_print_one_line_and_exit_0(copy, workstation, tmp_path, case, arguments, expected):
+    assert lines(hook(copy, workstation.root, tmp_path / "state", *arguments)) == [expected]
+    assert not (tmp_path / "state").exists()  # nothing recorded
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("module raises", "RuntimeError: disk error while reading"),
+    ("module deleted", "ModuleNotFoundError: No module named 'verify.host_check'"),
+])
+def test_a_damaged_verifier_copy_prints_one_line_and_exits_0(copy, workstation, tmp_path, how, expected):
+    broken = _damaged_copy(copy, tmp_path, how)
+    assert lines(hook(broken, workstation.root, tmp_path / "state")) == [
+        f"{PREFIX} no check this time ({expected}); apt is not affected — re-verify with: pyinfra INVENTORY "
+        "tasks/verify.py"]
+
+
+def test_an_unreadable_state_file_is_named_and_replaced(copy, workstation, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "last.json").write_text("{half a file")
+    said = lines(hook(copy, workstation.root, state))
+    assert said[0].startswith(f"{PREFIX} {state}/last.json is not JSON (") and said[0].endswith(
+        "): this run's result replaces it")
+    assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
+    assert json.loads((state / "last.json").read_text())["kind"] == "rocm-fleet.apt-hook-result"
+
+
+def test_a_state_directory_it_cannot_write_is_one_line_and_the_check_still_reports(copy, workstation, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    said = lines(hook(copy, workstation.root, blocked / "state"))
+    assert said[0] == (f"{PREFIX} could not keep this result in {blocked}/state (Not a directory): the next run "
+                       "compares with an older one")
+    assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
+
+
+def test_changed_settings_start_a_new_baseline(copy, workstation, tmp_path):
+    state = tmp_path / "state"
+    lines(hook(copy, workstation.root, state))
+    said = lines(hook(copy, workstation.root, state, "--expect-bitsandbytes", "0.49.0"))
+    assert said[0] == (f"{PREFIX} the hook now checks {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes "
+                       f"0.49.0 (it checked {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes 0.50.1): this "
+                       "result is the new baseline")
+    assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: FAIL — versions.bitsandbytes:")
+
+
+def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "apt-hook", "--venv", VENV, "--expect-rocm", "7.2.4", "--root",
+         str(workstation.root), "--state-dir", str(tmp_path / "state")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")

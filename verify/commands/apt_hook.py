@@ -1,0 +1,209 @@
+"""`python -m verify apt-hook --venv PATH --expect-rocm X.Y.Z` — the check apt runs after every dpkg run.
+
+The apt hook (`DPkg::Post-Invoke`, installed by roles/apt_hook) runs this with the host's python3. It runs the static
+checks only — the process model of python → torch → bitsandbytes' library and the stray distro ROCm packages, the
+same code as `verify check --static-only`; no torch import, no GPU — keeps the result under
+/var/lib/rocm-fleet/apt-hook/ (verify/hook_state.py), compares it with the previous result (verify/drift.py) and
+prints into apt's own output:
+  - a WARNING block when something got worse, one line per change (what now resolves where, which stray package
+    arrived and what pulled it in);
+  - one line when something got better, cleared, or just changed;
+  - nothing when nothing changed.
+
+It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
+exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
+LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
+
+apt runs this file directly (`python3 -I …/verify/commands/apt_hook.py …`, from the hook's compiled copy of the
+verifier), not through `verify.cli`: everything it imports from the verifier is imported inside the guarded code, so
+even a damaged copy of the verifier gives one line and exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import signal
+import sys
+from pathlib import Path
+
+PREFIX = "rocm-fleet apt hook:"
+DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.hook_state.DEFAULT_DIR (not imported: see above)
+DEFAULT_TIME_LIMIT = 60.0
+RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+# What makes two results comparable: the same question asked of the same system.
+_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
+
+
+class _OneLine(Exception):
+    """Stop the hook with this line (bad usage, time limit)."""
+
+
+class _HookArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the usage and exit 2, which apt would count as a failure
+        raise _OneLine(f"not run — {message} (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py "
+                       "again)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
+    parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
+    parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
+    parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
+                        help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})")
+    parser.add_argument("--root", type=Path, default=Path("/"),
+                        help="check the filesystem image at DIR instead of this system (tests)")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                        help="give up (with one line) after this long, so that apt never waits on the hook")
+    parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "apt-hook",
+        help="after a dpkg run: static checks, compare with the last result, warn when worse (always exit 0)",
+        description=__doc__.splitlines()[0],
+    )
+    add_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The entry point apt uses: like `run`, but even bad arguments give one line and exit status 0."""
+    parser = _HookArgumentParser(prog="apt-hook", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except _OneLine as stop:
+        _emit([f"{PREFIX} {stop}"])
+        return 0
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        _start_time_limit(args.time_limit)
+        lines = hook(args)
+    except _OneLine as stop:
+        lines = [f"{PREFIX} {stop}"]
+    except BaseException as error:  # noqa: BLE001 — whatever happens here, apt must go on
+        lines = [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"]
+    finally:
+        _stop_time_limit()
+    _emit(lines)
+    return 0
+
+
+def hook(args: argparse.Namespace) -> list[str]:
+    """Check, compare, keep the result; the lines to print."""
+    from verify.drift import compare_reports
+    from verify.hook_state import HookResult, HookState, StateError
+    from verify.host_check import CheckOptions, run_checks
+    from verify.venv_layout import VenvError
+
+    if not _RELEASE.match(args.expect_rocm):
+        raise _OneLine(f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "
+                       "run tasks/apt_hook.py again)")
+    if not args.venv.is_absolute():
+        raise _OneLine(f"not run — --venv {args.venv} is not an absolute path (run tasks/apt_hook.py again)")
+    options = CheckOptions(
+        venv=args.venv, expect_rocm=args.expect_rocm, expect_bitsandbytes=args.expect_bitsandbytes, device="cpu",
+        gpu_required=False, static_only=True, root=args.root.resolve(), environ={},
+    )
+    try:
+        report = run_checks(options)
+    except VenvError as error:
+        raise _OneLine(f"no check — {error}") from None
+
+    lines: list[str] = []
+    state = HookState(args.state_dir)
+    try:
+        previous = state.last()
+    except StateError as error:
+        lines.append(f"{PREFIX} {error}: this run's result replaces it")
+        previous = None
+    if previous is not None and _question(previous.report) != _question(report):
+        lines.append(f"{PREFIX} the hook now checks {_describe_question(report)} (it checked "
+                     f"{_describe_question(previous.report)}): this result is the new baseline")
+        previous = None
+    drift = None
+    if previous is not None:
+        drift = compare_reports(previous.report, report,
+                                baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
+    try:
+        state.record(HookResult(str(report.get("generated_at")), report, drift.to_json() if drift else None))
+    except OSError as error:
+        lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
+                     "run compares with an older one")
+    return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
+
+
+def describe(report: dict, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
+    """What apt's output gets for this result (pure)."""
+    verdict = str(report.get("verdict", "?")).upper()
+    if drift is None:
+        return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.get('reason')}"]
+    if drift.got_worse:
+        return (
+            [f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {venv} worse (check now {verdict}):"]
+            + [f"{PREFIX}   {line}" for line in drift.lines()]
+            + [f"{PREFIX} now {verdict}: {report.get('reason')} — details in {details}; {RE_VERIFY}"]
+        )
+    if drift.changes:
+        word = "cleared" if drift.better else "changed"
+        return [f"{PREFIX} {word} by this dpkg run: {'; '.join(c.text for c in drift.ordered())} (check now {verdict})"]
+    return [f"{PREFIX} no change ({verdict}: {report.get('reason')})"] if verbose else []
+
+
+def _question(report: dict) -> tuple:
+    request = report.get("request") or {}
+    return tuple(request.get(key) for key in _QUESTION)
+
+
+def _describe_question(report: dict) -> str:
+    venv, rocm, bnb, root = _question(report)
+    where = "" if root in (None, "/") else f" under {root}"
+    return f"{venv}{where} for ROCm {rocm}, bitsandbytes {bnb}"
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split()) or "no message"
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return f"{type(error).__name__}: {text}"
+
+
+def _on_time_limit(signum, frame):
+    raise _OneLine("no check this time — it took longer than its time limit; apt is not affected — " + RE_VERIFY)
+
+
+def _start_time_limit(seconds: float) -> None:
+    if seconds > 0:
+        signal.signal(signal.SIGALRM, _on_time_limit)
+        signal.setitimer(signal.ITIMER_REAL, math.ceil(seconds * 1000) / 1000)
+
+
+def _stop_time_limit() -> None:
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except (OSError, ValueError):
+        pass
+
+
+def _emit(lines: list[str]) -> None:
+    try:
+        # apt may run with a non-UTF-8 locale: an arrow must not cost the whole message.
+        sys.stdout.reconfigure(errors="backslashreplace")
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):  # apt's output closed: nothing to tell, and nothing to fail
+        pass
+
+
+if __name__ == "__main__":
+    # Run as a file by apt (python3 -I: no script directory on sys.path): the verifier is three levels up.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.exit(main())
