@@ -1,0 +1,60 @@
+"""roles/apt_hook/model.py: the apt configuration as real apt reads it, and the hook line as a real shell runs it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from roles.apt_hook.model import ENTRY, HookSpec, HookSpecError, config_text, hook_command
+
+SPEC = HookSpec("/usr/bin/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
+
+
+@pytest.mark.skipif(not shutil.which("apt-config"), reason="needs apt-config (Debian/Ubuntu)")
+def test_apt_reads_the_configuration_as_one_post_invoke_command(tmp_path):
+    conf = tmp_path / "80rocm-fleet-verify"
+    conf.write_text(config_text(SPEC))
+    dumped = subprocess.run(["apt-config", "-c", str(conf), "dump", "DPkg::Post-Invoke"], capture_output=True,
+                            text=True, check=True).stdout
+    ours = [m.group(1) for m in re.finditer(r'^DPkg::Post-Invoke:: "(.*)";$', dumped, re.M) if "rocm-fleet" in m.group(1)]
+    assert ours == [hook_command(SPEC)]
+
+
+def test_the_hook_line_never_fails_and_says_what_is_missing_in_one_line():
+    """Run by a real shell as apt runs it (sh -c): python3 missing, then the verifier copy missing (it is never on
+    this machine: /var/lib/rocm-fleet belongs to hosts)."""
+    no_python = HookSpec("/nonexistent/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
+    done = subprocess.run(["sh", "-c", hook_command(no_python)], capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == ("rocm-fleet apt hook: not run - /nonexistent/python3 is missing (apt-get install python3, "
+                           "then run tasks/apt_hook.py again)\n")
+    done = subprocess.run(["sh", "-c", hook_command(SPEC)], capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (f"rocm-fleet apt hook: not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set "
+                           "apt_hook: False)\n")
+
+
+def test_and_whatever_the_verifier_exits_with_the_line_exits_0(tmp_path):
+    failing = tmp_path / "python3"
+    failing.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    line = hook_command(HookSpec(str(failing), "/opt/rocm-fleet/venv", "7.2.4", "0.50.1"))
+    done = subprocess.run(["sh", "-c", line.replace(f"[ ! -f {ENTRY} ]", "false")], capture_output=True, text=True)
+    assert done.returncode == 0 and "boom" in done.stderr
+
+
+@pytest.mark.parametrize("field, value, key", [
+    ("venv", "/opt/my venv", "venv_path"),
+    ("venv", '/opt/"q"', "venv_path"),
+    ("expect_rocm", "7.2.4;rm", "rocm_release"),
+    ("venv", "relative/venv", None),
+])
+def test_settings_the_line_cannot_carry_are_refused_naming_the_inventory_key(field, value, key):
+    values = {"python": "/usr/bin/python3", "venv": "/opt/rocm-fleet/venv", "expect_rocm": "7.2.4",
+              "expect_bitsandbytes": "0.50.1", field: value}
+    with pytest.raises(HookSpecError) as raised:
+        HookSpec(**values)
+    assert (f"apt hook: {key} {value!r}" if key else "must be absolute paths") in str(raised.value)

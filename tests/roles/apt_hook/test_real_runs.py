@@ -1,0 +1,127 @@
+"""tasks/apt_hook.py and the hook line for real: pyinfra over @chroot on a Debian 12 root, then real apt-get runs in it.
+
+The root is an overlay of the cached Debian 12 root of the strays tests (tests/support/debian_roots.py), with python3,
+where apt pulled slurm-wlm-rsmi-plugin's distro ROCm packages in; it has no venv, so the hook's check itself ends in its
+"no check" line — what matters here is what apt does with the hook: its output gets one line, its exit status stays
+what dpkg made it. The whole scenario with a venv and apt really pulling a stray in runs over SSH in
+tests/tasks/test_apt_hook_fleet.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roles.apt_hook.facts import AptHookFiles
+from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
+from tests.support.chroot_hosts import chroot_host, run_pyinfra
+from tests.support.debian_roots import image
+from tests.support.debs import build_deb
+
+pytestmark = [pytest.mark.slow, pytest.mark.root]
+
+DEBIAN12 = ("bookworm", ("slurm-wlm-rsmi-plugin", "librocsparse0"))
+HOOK = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
+UPLOAD = "Apt hook | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"
+PREFIX = "rocm-fleet apt hook:"
+
+
+def sh(root: Path, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["chroot", str(root), "sh", "-c", command], capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
+                               "DEBIAN_FRONTEND": "noninteractive"})
+
+
+def hook_lines(done: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(PREFIX)]
+
+
+def verifier_sha(root: Path) -> str:
+    return hashlib.sha256((root / "var/lib/rocm-fleet/verify.pyz").read_bytes()).hexdigest()
+
+
+def changed_besides_a_new_verifier(run, root: Path, sha_before: str) -> list[str]:
+    """The operations a run changed, leaving out the verifier's upload and copy when verify/ itself changed between
+    the runs (others edit the same working tree while these tests run; in CI the checkout is fixed)."""
+    if verifier_sha(root) == sha_before:
+        return run.changed_operations
+    return [name for name in run.changed_operations if name not in (UPLOAD, HOOK)]
+
+
+def local_debs(root: Path, workdir: Path) -> None:
+    """/tmp/ok.deb installs cleanly; /tmp/bad.deb's postinst fails, so dpkg (and apt) fail."""
+    ok = build_deb(workdir, {"Package": "rocm-fleet-test-ok", "Version": "1.0", "Architecture": "all"})
+    (root / "tmp/ok.deb").write_bytes(ok.read_bytes())
+    tree = workdir / "bad"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN/control").write_text("Package: rocm-fleet-test-bad\nVersion: 1.0\nArchitecture: all\n"
+                                         "Maintainer: Test <test@example.org>\nDescription: postinst fails\n")
+    (tree / "DEBIAN/postinst").write_text("#!/bin/sh\necho 'postinst fails on purpose'\nexit 1\n")
+    (tree / "DEBIAN/postinst").chmod(0o755)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(root / "tmp/bad.deb")], check=True,
+                   capture_output=True)
+
+
+def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventory(tmp_path):
+    with chroot_host(image(*DEBIAN12), tmp_path) as root:
+        first = run_pyinfra(root, "tasks/apt_hook.py", {})
+        assert first.returncode == 0, first.explain()
+        assert HOOK in first.changed_operations
+        conf = (root / CONF_PATH.lstrip("/")).read_text()
+        assert "DPkg::Post-Invoke" in conf and "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4" in conf
+        assert (root / ENTRY.lstrip("/")).is_file()
+        assert list((root / HOOK_DIR.lstrip("/") / "verifier/verify/__pycache__").glob("host_check.cpython-311.pyc"))
+        # The fact's real command, run in the root, parsed by its real process().
+        files = AptHookFiles().process(sh(root, AptHookFiles().command()).stdout.splitlines())
+        assert files.python == "/usr/bin/python3" and files.verifier_sha256 == verifier_sha(root)
+        assert files.config.splitlines() == conf.splitlines()
+
+        sha = verifier_sha(root)
+        second = run_pyinfra(root, "tasks/apt_hook.py", {})
+        assert second.returncode == 0, second.explain()
+        assert changed_besides_a_new_verifier(second, root, sha) == [], second.explain()
+
+        local_debs(root, tmp_path)
+        # No venv in this root: the hook's check says so in one line, and apt succeeds.
+        done = sh(root, "apt-get install -y /tmp/ok.deb")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert hook_lines(done) == [f"{PREFIX} no check — /opt/rocm-fleet/venv: not a venv (no pyvenv.cfg) — pass the "
+                                    "venv's directory, e.g. /opt/rocm-fleet/venv"]
+
+        # dpkg fails: apt's exit status (100) stays what it was, the hook still reports.
+        done = sh(root, "apt-get install -y /tmp/bad.deb")
+        assert done.returncode == 100 and "postinst fails on purpose" in done.stdout
+        assert len(hook_lines(done)) == 1
+        assert sh(root, "dpkg --purge rocm-fleet-test-bad").returncode == 0
+
+        # The verifier copy deleted: one line, apt's exit status untouched.
+        sh(root, f"rm -rf {HOOK_DIR}/verifier")
+        done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert hook_lines(done) == [f"{PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set "
+                                    "apt_hook: False)"]
+
+        # python3 gone: one line, apt's exit status untouched, with dpkg succeeding and failing.
+        sh(root, "mv /usr/bin/python3 /usr/bin/python3.away")
+        try:
+            done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert hook_lines(done) == [f"{PREFIX} not run - /usr/bin/python3 is missing (apt-get install python3, "
+                                        "then run tasks/apt_hook.py again)"]
+            done = sh(root, "apt-get install -y /tmp/bad.deb")
+            assert done.returncode == 100 and len(hook_lines(done)) == 1
+            assert sh(root, "dpkg --purge rocm-fleet-test-bad").returncode == 0
+        finally:
+            sh(root, "mv /usr/bin/python3.away /usr/bin/python3")
+
+        # apt_hook: False removes it all, and says nothing is left on the next run.
+        removed = run_pyinfra(root, "tasks/apt_hook.py", {"apt_hook": "false"})
+        assert removed.returncode == 0, removed.explain()
+        assert removed.changed_operations == ["Apt hook | Remove the apt hook (apt_hook: False)"]
+        assert not (root / CONF_PATH.lstrip("/")).exists() and not (root / HOOK_DIR.lstrip("/")).exists()
+        assert hook_lines(sh(root, "apt-get install -y --reinstall /tmp/ok.deb")) == []
+        again = run_pyinfra(root, "tasks/apt_hook.py", {"apt_hook": "false"})
+        assert again.returncode == 0 and again.changed_operations == [], again.explain()
