@@ -15,6 +15,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import deploy
 from pyinfra.operations import python, server
 
+from roles.report_history import compare_and_keep, drift_lines
 from roles.settings import HostSettings, settings_for
 from roles.stage_control import host_is_stopped, note
 from roles.verification.fleet import fleet_summary
@@ -56,8 +57,11 @@ def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> boo
     outcome = parse_check_output(run.stdout, run.stderr)
     saved = None
     if outcome.report is not None:
+        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report))  # before the save
         saved = save_report(Path(reports_dir), host.name, outcome.report)
-        summary.record_report(host.name, outcome.report, torch_label)
+        summary.record_report(host.name, outcome.report, torch_label, drift=drift)
+        for line in drift:
+            host.log_styled(line, fg="yellow", log_func=logger.warning)
     else:
         summary.record_no_report(host.name, outcome.error or "no report", torch_label)
     if outcome.failed:

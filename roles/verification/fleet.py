@@ -48,12 +48,15 @@ class FleetSummary(BaseStateCallback):
         self.reports: dict[str, Mapping[str, Any]] = {}
         self.no_report: dict[str, str] = {}  # host → why verification gave no report
         self.labels: dict[str, str | None] = {}
+        self.drift: dict[str, tuple[str, ...]] = {}
         self.failed_at: dict[str, str] = {}
         self.disconnected: set[str] = set()
         self.written: tuple[Path, Path] | None = None
 
     # --- what the verification deploy tells us ----------------------------------------------------------------
-    def record_report(self, host_name: str, report: Mapping[str, Any], torch_label: str | None) -> None:
+    def record_report(self, host_name: str, report: Mapping[str, Any], torch_label: str | None,
+                      drift: tuple[str, ...] = ()) -> None:
+        self.drift[host_name] = tuple(drift)
         self.reports[host_name] = report
         self.labels[host_name] = torch_label
 
@@ -87,7 +90,8 @@ class FleetSummary(BaseStateCallback):
             name = host.name
             label = self.labels.get(name)
             if name in self.reports:
-                outcomes.append(HostOutcome(name, VERIFIED, self.reports[name], torch_label=label))
+                outcomes.append(HostOutcome(name, VERIFIED, self.reports[name], torch_label=label,
+                                            drift=self.drift.get(name, ())))
             elif name not in activated:
                 outcomes.append(HostOutcome(name, UNREACHABLE, detail="could not connect", torch_label=label))
             else:

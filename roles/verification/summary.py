@@ -23,6 +23,7 @@ class HostOutcome:
     report: Mapping[str, Any] | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/report_history.py)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def row_for(outcome: HostOutcome) -> Row:
         f"{c['status'].upper()} {c['id']}: {c['reason']}"
         for c in report.get("checks", [])
         if c.get("status") in ("fail", "warn")
-    )
+    ) + tuple(outcome.drift)
     verdict = str(report.get("verdict", "fail")).upper()
     cells = (
         (report.get("host") or {}).get("os") or "?",

@@ -1,0 +1,81 @@
+"""The controller's memory of each host's reports, and the drift of every new report from it (issue 6).
+
+    reports/<host>.json              the latest report (roles/verification/reports.py writes it)
+    reports/last-pass/<host>.json    the host's last report that did not fail (kept here)
+
+When a host's new report arrives — before it replaces reports/<host>.json — `compare_and_keep` states the drift
+(verify/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
+replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
+the previous run. A host's first report has no baseline. A new report that did not fail becomes the last passing one.
+
+An unreadable baseline file is not an error of the run: the drift then says nothing, and the next passing report
+replaces the file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from roles.verification.reports import report_filename
+from verify.drift import Drift, compare_reports
+
+log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
+
+LAST_PASS_DIR = "last-pass"
+
+
+def last_pass_path(reports_dir: Path, host_name: str) -> Path:
+    return reports_dir / LAST_PASS_DIR / report_filename(host_name)
+
+
+def passed(report: Mapping[str, Any]) -> bool:
+    return report.get("verdict") in ("pass", "warn")
+
+
+def _read(path: Path) -> Mapping[str, Any] | None:
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        log.warning("%s is not a readable report (%s): no drift from it", path, error)
+        return None
+    return report if isinstance(report, dict) and isinstance(report.get("checks"), list) else None
+
+
+def baseline(reports_dir: Path, host_name: str) -> tuple[Mapping[str, Any], str] | None:
+    """(report, how to name it) the host's next report is compared with, or None for a host with no report yet."""
+    last_pass = _read(last_pass_path(reports_dir, host_name))
+    if last_pass is not None:
+        return last_pass, f"the last passing report ({last_pass.get('generated_at')})"
+    previous = _read(reports_dir / report_filename(host_name))
+    if previous is not None:
+        return previous, f"the previous report ({previous.get('generated_at')})"
+    return None
+
+
+def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Drift | None:
+    """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it passed.
+    Call it before reports/<host>.json is replaced by `report`."""
+    found = baseline(reports_dir, host_name)
+    drift = compare_reports(found[0], report, baseline_label=found[1]) if found else None
+    if passed(report):
+        target = last_pass_path(reports_dir, host_name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        os.replace(partial, target)
+    return drift
+
+
+def drift_lines(drift: Drift | None) -> tuple[str, ...]:
+    """What the summary and the run's output show: one line per change, worse first, e.g. "DRIFT worse since the
+    last passing report (2026-11-29T18:40:02Z): new stray package: libamdhip64-5 5.7.1-6+deb13u1 (pulled in by
+    libucx0)"."""
+    if drift is None:
+        return ()
+    return tuple(f"DRIFT {change.direction} since {drift.baseline}: {change.text}" for change in drift.ordered())
