@@ -17,8 +17,8 @@ STAGES = (
     "rocm",  # 3: ROCm 7.2.4 through amdgpu-install, /opt/rocm, render/video
     "venv",  # 4: the torch + bitsandbytes venv (or from the wheelhouse)
     "strays",  # 5: distro ROCm packages: report or remove
+    "apt_hook",  # before verify, which stops a failing host: every provisioned host gets the dpkg-run re-check
     "verify",  # 6: the verifier on the host: linkage, versions, NF4; reports/<host>.json
-    "apt_hook",  # re-checks linkage after every dpkg run
 )
 
 require_valid_inventory()  # before any stage: bad inventory data refuses the whole run, on every host
