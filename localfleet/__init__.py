@@ -8,7 +8,7 @@ From Python (tests): `with Fleet.up(n=3) as fleet: …` — see localfleet/fleet
 """
 
 from .errors import FleetError
-from .fleet import Fleet, down, list_fleets, sweep_abandoned
+from .fleet import Fleet, FleetInUse, down, list_fleets, sweep_abandoned
 from .host import DpkgLockHolder, FleetHost
 
-__all__ = ["DpkgLockHolder", "Fleet", "FleetError", "FleetHost", "down", "list_fleets", "sweep_abandoned"]
+__all__ = ["DpkgLockHolder", "Fleet", "FleetError", "FleetInUse", "FleetHost", "down", "list_fleets", "sweep_abandoned"]

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 
 from .errors import FleetError
-from .fleet import MAX_HOSTS, Fleet, down, list_fleets
+from .fleet import MAX_HOSTS, Fleet, FleetInUse, down, list_fleets
 from .layout import check_name
 
 log = logging.getLogger("localfleet")
@@ -62,19 +62,27 @@ def cmd_up(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     with _signals_deferred():
         if args.all:
-            names = [state.name for state in list_fleets()]
+            names = [name for name, _ in list_fleets()]
         else:
             names = [args.name]
+        refused = 0
         for name in names:
-            log.info("fleet %r: %s", name, "torn down" if down(name) else "nothing to tear down")
-    return 0
+            try:
+                log.info("fleet %r: %s", name, "torn down" if down(name, force=args.force) else "nothing to tear down")
+            except FleetInUse as error:
+                log.error("%s", error)
+                refused += 1
+    return 1 if refused else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     fleets = list_fleets()
     if not fleets:
         print("no local fleets")
-    for state in fleets:
+    for name, state in fleets:
+        if state is None:
+            print(f"{name}: no state file (an interrupted up) — `python -m localfleet down --name {name}` removes it")
+            continue
         if state.owner is None:
             owner = "persistent (until `down`)"
         else:
@@ -113,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     dn = sub.add_parser("down", help="tear a fleet down: processes, mounts, files (the cached base stays)")
     dn.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
     dn.add_argument("--all", action="store_true", help="every local fleet")
+    dn.add_argument("--force", action="store_true",
+                    help="also fleets that belong to a running process (another test session)")
     dn.set_defaults(run=cmd_down)
     st = sub.add_parser("status", help="list local fleets and their hosts")
     st.set_defaults(run=cmd_status)

@@ -25,7 +25,7 @@ from .commands import run
 from .errors import FleetError
 from .host import FleetHost
 from .hostroot import mount_kernel_filesystems, personalize
-from .inventory import host_entry, render_inventory, fleet_group_data
+from .inventory import fleet_group_data, host_entry, render_inventory
 from .layout import Layout, check_name
 from .ports import LOOPBACK, free_port, is_listening
 from .procs import ProcessId
@@ -46,6 +46,17 @@ def require_root() -> None:
             "must run as root (localfleet copies Debian roots, mounts /proc, /sys and /dev in them, chroots and starts "
             "sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
+
+
+class FleetInUse(FleetError):
+    """The fleet belongs to another process that is still running (a test session): it tears it down itself."""
+
+
+def _refuse_if_owned_elsewhere(name: str, state: FleetState | None, doing: str) -> None:
+    owner = state.owner if state else None
+    if owner and owner.pid != os.getpid() and owner.alive():
+        raise FleetInUse(f"fleet {name!r} belongs to running process {owner.pid}, which tears it down when it ends — "
+                         f"{doing}")
 
 
 @contextlib.contextmanager
@@ -112,10 +123,7 @@ class Fleet:
         with _fleet_lock(layout, name):
             fleet_dir = layout.fleet_dir(name)
             if fleet_dir.exists():
-                old = load_state(fleet_dir)
-                if old and old.owner and old.owner.alive() and old.owner.pid != os.getpid():
-                    raise FleetError(f"fleet {name!r} is in use by running process {old.owner.pid}: choose another name, "
-                                     f"or stop that process (its fleet is then cleaned up by the next up/down)")
+                _refuse_if_owned_elsewhere(name, load_state(fleet_dir), "choose another name")
                 log.warning("fleet %r: removing what an earlier run left behind in %s", name, fleet_dir)
                 _teardown(layout, fleet_dir)
             base = ensure_base(layout)
@@ -239,7 +247,7 @@ class Fleet:
     def down(self) -> None:
         """Stop every process in the hosts, unmount everything, delete the fleet's files (the base stays cached)."""
         if not self._down:
-            down(self.name, cache=self.layout.cache)
+            down(self.name, cache=self.layout.cache)  # refused (FleetInUse) only if another live process owns it
             self._down = True
 
     def __enter__(self) -> Fleet:
@@ -249,8 +257,12 @@ class Fleet:
         self.down()
 
 
-def down(name: str = "default", cache: Path | str | None = None) -> bool:
-    """Tear down fleet `name` — running, half-built or left by a killed process. False when there was nothing."""
+def down(name: str = "default", cache: Path | str | None = None, force: bool = False) -> bool:
+    """Tear down fleet `name` — running, half-built or left by a killed process. False when there was nothing.
+
+    A fleet owned by another live process (a test session on this shared machine) is refused with FleetInUse
+    unless force=True.
+    """
     require_root()
     layout = Layout.default(cache)
     with _fleet_lock(layout, name):
@@ -258,6 +270,8 @@ def down(name: str = "default", cache: Path | str | None = None) -> bool:
         if not fleet_dir.exists():
             _drop_fleet_lock(layout, name)
             return False
+        if not force:
+            _refuse_if_owned_elsewhere(name, load_state(fleet_dir), "leave it, or use --force to take it down now")
         _teardown(layout, fleet_dir)
         _drop_fleet_lock(layout, name)
         return True
@@ -295,10 +309,8 @@ def sweep_abandoned(layout: Layout, skip: str | None = None) -> list[str]:
     return swept
 
 
-def list_fleets(cache: Path | str | None = None) -> list[FleetState]:
+def list_fleets(cache: Path | str | None = None) -> list[tuple[str, FleetState | None]]:
+    """(name, state) of every fleet directory; state None when it has no readable state file (an interrupted up)."""
     layout = Layout.default(cache)
-    found = []
-    for fleet_dir in sorted(layout.fleets.glob("*/")) if layout.fleets.is_dir() else ():
-        state = load_state(fleet_dir)
-        found.append(state or FleetState(fleet_dir.name, str(fleet_dir), "?", "?", None))
-    return found
+    fleet_dirs = sorted(layout.fleets.glob("*/")) if layout.fleets.is_dir() else []
+    return [(fleet_dir.name, load_state(fleet_dir)) for fleet_dir in fleet_dirs]

@@ -102,13 +102,33 @@ def test_a_killed_up_leaves_stale_state_that_status_names_and_down_removes(cache
     assert leftovers(cache, ports_of(lines)) == [] and not fleet_dir.exists()
 
 
-def test_down_all_removes_every_fleet_of_the_cache(cache):
+OWNER = """
+import sys, time
+from localfleet import Fleet
+with Fleet.up(n=1, name="owned") as fleet:
+    print(fleet.hosts[0].port, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_down_all_removes_every_fleet_of_the_cache_but_one_a_live_process_owns_unless_forced(cache):
     ports = []
     for name in ("all1", "all2"):
         assert cli(cache, "up", "--hosts", "1", "--name", name).returncode == 0
         ports += [h.port for h in Fleet.attach(name, cache=cache).hosts]
-    down = cli(cache, "down", "--all")
-    assert down.returncode == 0 and down.stderr.count("torn down in") == 2
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, cwd=REPO,
+                             env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+    try:
+        ports.append(int(owner.stdout.readline()))
+        down = cli(cache, "down", "--all")
+        assert down.returncode == 1 and down.stderr.count("torn down in") == 2
+        assert f"fleet 'owned' belongs to running process {owner.pid}" in down.stderr
+        assert processes_inside(cache / "fleets/owned")  # left alone
+        assert cli(cache, "down", "--name", "owned", "--force").returncode == 0
+        assert owner.poll() is None  # the owner itself was not touched, only its fleet
+    finally:
+        owner.kill()
+        owner.wait()
     assert leftovers(cache, ports) == [] and list((cache / "fleets").iterdir()) == []
 
 

@@ -162,7 +162,7 @@ def test_a_name_in_use_by_a_live_owner_is_refused_and_ctrl_c_in_the_owner_tears_
     owner, ports = start_owner(name)
     fleet_dir = Layout.default().fleet_dir(name)
     try:
-        with pytest.raises(FleetError, match=f"fleet '{name}' is in use by running process {owner.pid}"):
+        with pytest.raises(FleetError, match=f"fleet '{name}' belongs to running process {owner.pid}, .* choose another name"):
             Fleet.up(n=1, name=name)
         assert processes_inside(fleet_dir)  # refused without touching it
         owner.send_signal(signal.SIGINT)
