@@ -1,0 +1,178 @@
+"""Issue 6 for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
+
+the venv stage installs the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
+bitsandbytes 0.50.1, tasks/apt_hook.py installs the hook, then a real `apt-get install slurm-wlm-rsmi-plugin` from
+Debian's archive pulls the distro librocm-smi64-1 in: the hook's warning shows in apt's output, naming the new stray
+and what pulled it in; the next `tasks/verify.py` states the drift; `apt-get purge` clears it. ROCm is absent (no
+repo.radeon.com here, no GPU), so every report fails on the missing system ROCm throughout: the drift is what moves.
+
+The tests run in order on one host (each builds on the one before).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
+from tests.support.debs import build_deb
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+
+REPO = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+PREFIX = "rocm-fleet apt hook:"
+HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
+NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
+             "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)")
+# Where a run may leave traces that are not changes made by the deploy: kernel filesystems, sshd's and sudo's
+# runtime files, temporary files.
+NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    from localfleet.fleet import Fleet
+
+    reports = tmp_path_factory.mktemp("reports")
+    with Fleet.up(n=1, login="admin", data={"reports_dir": str(reports)}) as up:
+        host = up.host("ws1")
+        code, _, stderr = pyinfra(up, "tasks/venv.py")
+        assert code == 0, stderr[-3000:]
+        yield up, host, reports
+
+
+def pyinfra(up, task: str, *data: str) -> tuple[int, dict | None, str]:
+    """(exit code, pyinfra's --json results — None when every host failed, stderr)."""
+    argv = [PYINFRA, str(up.inventory), task, "-y", "--json"]
+    for item in data:
+        argv += ["--data", item]
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=900,
+                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"})
+    try:
+        results = json.loads(done.stdout)["results"]
+    except (ValueError, KeyError, TypeError):
+        results = None
+    return done.returncode, results, done.stderr
+
+
+def changed(results: dict) -> list[str]:
+    return [op["name"] for op in results["operations"] if op["success"]]
+
+
+def apt(host, *arguments: str):
+    """apt-get as the admin runs it: over SSH, with sudo. Returns (exit status, the hook's lines, all output)."""
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False,
+                    timeout=900)
+    output = done.stdout + done.stderr
+    return done.returncode, [line for line in output.splitlines() if line.startswith(PREFIX)], output
+
+
+def verifier_sha(host) -> str:
+    return hashlib.sha256((host.root / "var/lib/rocm-fleet/verify.pyz").read_bytes()).hexdigest()
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every path of the host's filesystem with its mtime, size and mode (kernel filesystems and /run, /tmp left out)."""
+    found = {}
+    for top in sorted(os.listdir(root)):
+        if top in NOT_HOST_STATE:
+            continue
+        for directory, subdirectories, files in os.walk(root / top):
+            for name in subdirectories + files:
+                path = os.path.join(directory, name)
+                info = os.lstat(path)
+                found[path[len(str(root)):]] = (info.st_mtime_ns, info.st_size, info.st_mode)
+    return found
+
+
+def test_hook_installed_then_nothing_to_do(fleet):
+    up, host, _ = fleet
+    code, results, stderr = pyinfra(up, "tasks/apt_hook.py")
+    assert code == 0, stderr
+    assert HOOK_OP in changed(results)
+    assert "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1" in (
+        host.root / CONF_PATH.lstrip("/")).read_text()
+    baseline = json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())
+    assert baseline["report"]["request"]["static_only"] is True and baseline["drift"] is None
+
+    sha = verifier_sha(host)
+    code, results, stderr = pyinfra(up, "tasks/apt_hook.py")
+    assert code == 0, stderr
+    if verifier_sha(host) == sha:  # (others may edit verify/ in this working tree while the test runs)
+        assert changed(results) == [], stderr
+
+    # The baseline report of the controller: the host fails (no system ROCm), as it will throughout.
+    code, _, stderr = pyinfra(up, "tasks/verify.py")
+    assert code == 1 and "[ws1] ws1: verification failed — linkage.static: libhipblas.so.3" in stderr, stderr
+
+
+def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
+    _, host, _ = fleet
+    code, hook, output = apt(host, "update")
+    assert code == 0, output[-2000:]
+    code, hook, output = apt(host, "install", "slurm-wlm-rsmi-plugin")
+    assert code == 0, output[-3000:]
+    assert "Setting up librocm-smi64-1 (5.2.3-2)" in output
+    assert hook[0] == f"{PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse (check now FAIL):"
+    assert f"{PREFIX}   {NEW_STRAY}" in hook
+    assert hook[-1].startswith(f"{PREFIX} now FAIL: linkage.static: libhipblas.so.3")
+
+
+def test_the_next_verify_run_reports_the_drift(fleet):
+    up, _, reports = fleet
+    code, _, stderr = pyinfra(up, "tasks/verify.py")
+    assert code == 1, stderr
+    previous = "DRIFT worse since the previous report ("
+    [line] = [line for line in stderr.splitlines() if previous in line and "librocm-smi64-1" in line]
+    assert line.strip().startswith(f"[ws1] {previous}") and line.endswith(NEW_STRAY.replace("worse: ", "", 1))
+    summary = (reports / "summary.md").read_text()
+    assert line.strip()[len("[ws1] "):] in summary
+
+
+def test_purging_it_clears_the_warning(fleet):
+    _, host, _ = fleet
+    code, hook, output = apt(host, "purge", "--autoremove", "slurm-wlm-rsmi-plugin")
+    assert code == 0, output[-3000:]
+    [cleared] = hook
+    assert cleared.startswith(f"{PREFIX} cleared by this dpkg run: ") and cleared.endswith("(check now FAIL)")
+    assert "stray package gone: librocm-smi64-1 5.2.3-2" in cleared
+
+
+def test_verify_changes_nothing_on_the_host_but_the_uploaded_verifier_and_states_what_cleared(fleet):
+    up, host, _ = fleet
+    before = snapshot(host.root)
+    code, _, stderr = pyinfra(up, "tasks/verify.py")
+    after = snapshot(host.root)
+    assert code == 1, stderr
+    moved = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+    assert set(moved) <= {"/var/lib/rocm-fleet/verify.pyz"}, moved
+    assert "[ws1] DRIFT better since the previous report (" in stderr
+    assert "stray package gone: librocm-smi64-1 5.2.3-2" in stderr
+
+
+def test_the_hooks_own_failure_is_one_line_and_leaves_apts_exit_status(fleet, tmp_path):
+    _, host, _ = fleet
+    deb = build_deb(tmp_path, {"Package": "rocm-fleet-test-ok", "Version": "1.0", "Architecture": "all"})
+    (host.root / "tmp/ok.deb").write_bytes(deb.read_bytes())
+    host.ssh(["sudo", "rm", "-rf", f"{HOOK_DIR}/verifier"])
+    code, hook, output = apt(host, "install", "/tmp/ok.deb")
+    assert code == 0, output[-2000:]
+    assert hook == [f"{PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)"]
+
+
+def test_apt_hook_false_removes_it(fleet):
+    up, host, _ = fleet
+    code, results, stderr = pyinfra(up, "tasks/apt_hook.py", "apt_hook=false")
+    assert code == 0, stderr
+    assert changed(results) == ["Apt hook | Remove the apt hook (apt_hook: False)"]
+    assert not (host.root / CONF_PATH.lstrip("/")).exists() and not (host.root / HOOK_DIR.lstrip("/")).exists()
+    code, hook, output = apt(host, "install", "--reinstall", "/tmp/ok.deb")
+    assert code == 0 and hook == [], output[-2000:]
