@@ -11,13 +11,15 @@ What it does not do: decide what to remove (roles/strays/model.py does, from thi
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from verify.distro_rocm import ROCM_7_2_SONAMES, is_distro_rocm
 from verify.dpkg import DpkgPackage, InstalledSet, auto_installed, file_list, native_architecture, read_status
 from verify.elf import ElfError, read_elf
+from verify.fsview import FileSystemView
 
 SCHEMA = "verify.strays/1"
 
@@ -202,18 +204,22 @@ def _dependents_by_stray(
     return {key: tuple(dependents) for key, dependents in found.items()}
 
 
-def _libraries(root: Path, paths: tuple[str, ...]) -> tuple[SharedLibrary, ...]:
+def _libraries(view: FileSystemView, paths: tuple[str, ...]) -> tuple[SharedLibrary, ...]:
     found = []
     for path in paths:
-        if not _SHARED_LIBRARY.match(PurePosixPath(path).name):
+        directory, name = posixpath.split(path)
+        if not _SHARED_LIBRARY.match(name):
             continue
-        on_disk = root / path.lstrip("/")
-        # Symlinks (the SONAME and development links) point at a real file the package also lists.
-        if on_disk.is_symlink() or not on_disk.is_file():
+        # The directory is resolved inside the analysed system (an image's /lib may be a symlink to /usr/lib); the
+        # entry itself is not: symlinks (the SONAME and development links) point at a real file the package lists too.
+        host_directory = view.host_path(directory)
+        if host_directory is None:
+            continue
+        on_disk = os.path.join(host_directory, name)
+        if os.path.islink(on_disk) or not os.path.isfile(on_disk):
             continue
         try:
-            soname = read_elf(path, opened_path=str(on_disk)).soname
-            found.append(SharedLibrary(path, soname))
+            found.append(SharedLibrary(path, read_elf(path, opened_path=on_disk).soname))
         except ElfError as error:
             found.append(SharedLibrary(path, None, error.reason))
     return tuple(found)
@@ -273,6 +279,7 @@ def find_strays(root: str | Path = "/") -> StraysReport:
     dependents_of = _dependents_by_stray(installed, strays, candidates)
     stray_keys = set(dependents_of)
 
+    view = FileSystemView(os.fspath(root))
     report = []
     for stray in sorted(strays, key=lambda package: (package.name, package.architecture)):
         listed = file_list(root_path, stray)
@@ -286,7 +293,7 @@ def find_strays(root: str | Path = "/") -> StraysReport:
                 state=stray.state,
                 auto_installed=_auto_installed(stray, auto, native),
                 dependents=dependents_of[stray.key],
-                libraries=_libraries(root_path, listed or ()),
+                libraries=_libraries(view, listed or ()),
                 pulled_in_by=_pulled_in_by(stray_keys, dependents_of, stray.key),
                 file_list_missing=listed is None,
             )

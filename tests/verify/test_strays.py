@@ -191,6 +191,28 @@ def test_dependents_alternatives_and_virtual_packages(scratch_system):
     assert set(hsa.pulled_in_by) == {"libucx0", "hsa-tool"}
 
 
+def test_libraries_behind_an_absolute_directory_symlink_of_the_image(tmp_path):
+    # Images are not merged-/usr alike: here /lib -> /usr/lib is an *absolute* link, which must resolve inside the
+    # image (on this machine it would lead to the controller's own /usr/lib, where the file is not).
+    root = tmp_path / "image"
+    (root / "var/lib/dpkg/info").mkdir(parents=True)
+    (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (root / "lib").symlink_to("/usr/lib")
+    ElfBuilder(tmp_path / "elf").lib("../image/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1.5.0",
+                                     soname="libhsa-runtime64.so.1")
+    (root / "var/lib/dpkg/status").write_text(
+        "Package: libhsa-runtime64-1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2.3-3\n"
+        "Source: rocr-runtime\n"
+    )
+    (root / "var/lib/dpkg/info/libhsa-runtime64-1:amd64.list").write_text(
+        "/lib\n/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu/libhsa-runtime64.so.1.5.0\n"
+    )
+    (stray,) = find_strays(root).strays
+    assert [(lib.path, lib.soname) for lib in stray.libraries] == [
+        ("/lib/x86_64-linux-gnu/libhsa-runtime64.so.1.5.0", "libhsa-runtime64.so.1")
+    ]
+
+
 def test_states_and_selections(scratch_system):
     strays = by_name(find_strays(scratch_system))
     assert strays["librocrand1"].want == "hold"
