@@ -5,7 +5,6 @@ directly rather than through localfleet's own code.
 """
 
 import json
-import os
 import re
 import signal
 import socket
