@@ -8,8 +8,8 @@ When a host's new report arrives — before it replaces reports/<host>.json — 
 replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
 the previous run. A host's first report has no baseline. A new report that did not fail becomes the last passing one.
 
-An unreadable baseline file is not an error of the run: the drift then says nothing, and the next passing report
-replaces the file.
+A baseline that cannot be read or compared is not an error of the run: it is logged, the drift then says nothing,
+and the next passing report replaces the file.
 """
 
 from __future__ import annotations
@@ -62,7 +62,13 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any
     """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it passed.
     Call it before reports/<host>.json is replaced by `report`."""
     found = baseline(reports_dir, host_name)
-    drift = compare_reports(found[0], report, baseline_label=found[1]) if found else None
+    drift = None
+    if found is not None:
+        try:
+            drift = compare_reports(found[0], report, baseline_label=found[1])
+        except (KeyError, TypeError, AttributeError) as error:  # a report of a much older verifier, or hand-edited
+            log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
+                        host_name, found[1], error)
     if passed(report):
         target = last_pass_path(reports_dir, host_name)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -90,3 +90,13 @@ def test_the_fleet_summary_lists_the_drift_under_what_to_look_at(reports, tmp_pa
     assert f"  - {lines[0]}" in section.replace("\\|", "|")
     assert all(line in section for line in lines)
     assert "new stray package: librocm-smi64-1 5.2.3-2" in render_html([outcome], title="t", generated_at="now")
+
+
+def test_a_baseline_of_another_shape_is_logged_and_gives_no_drift(reports, tmp_path, caplog):
+    last_pass_path(tmp_path, "ws1").parent.mkdir()
+    odd = dict(reports["passing"], checks=[{"id": "strays", "status": "pass", "evidence": {
+        "schema": "verify.strays/1", "strays": [{"architecture": "amd64"}]}}])
+    last_pass_path(tmp_path, "ws1").write_text(json.dumps(odd))
+    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
+        assert compare_and_keep(tmp_path, "ws1", reports["rsmi"]) is None
+    assert "ws1: no drift from the last passing report" in caplog.text
