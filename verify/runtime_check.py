@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -46,7 +46,6 @@ class RuntimeExpectations:
     device: str  # "auto" | "cpu"
     gpu_required: bool = True
     expected_bnb_library: str = "libbitsandbytes_rocm72.so"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def major_minor(self) -> str:
