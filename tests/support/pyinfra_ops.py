@@ -1,21 +1,13 @@
-"""Run a pyinfra operation's body or a fact's parser on data, the way pyinfra's own tests do (tests/operations/*.json).
+"""A stand-in pyinfra host for running an operation's body on data (tests/support/operation_cases.py builds on it).
 
-    commands, noops = run_operation(stray_packages, facts={"DistroRocmStrays": report}, policy="remove")
-
-The operation body runs under pyinfra's context with a stand-in host whose facts come from the dict (keyed by the
-fact class's name; a fact asked for with arguments is keyed "Name:arg=value,…" in sorted order). Nothing connects
-anywhere: this proves what an operation *decides* from given facts. Real runs are tested elsewhere.
+Facts come from a dict (keyed by the fact class's name; a fact asked for with arguments is keyed "Name:arg=value,…"
+in sorted order); noop descriptions and logged lines are recorded. Nothing connects anywhere: this proves what an
+operation *decides* from given facts. Real runs are tested elsewhere.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
-
-from pyinfra.api import FunctionCommand, StringCommand
-from pyinfra.api.command import FileUploadCommand
-from pyinfra.context import ctx_host, ctx_state
 
 
 class _State:
@@ -66,27 +58,3 @@ class FakeHost:
 
     def get_temp_filename(self, *parts, **_kwargs) -> str:
         return "/tmp/pyinfra-temp"
-
-
-def command_text(command) -> str:
-    if isinstance(command, StringCommand):
-        return command.get_raw_value()
-    if isinstance(command, FileUploadCommand):
-        return f"upload {command.src} -> {command.dest}"
-    if isinstance(command, FunctionCommand):
-        return f"{command.function.__name__}({', '.join(map(repr, command.args))})"
-    return str(command)
-
-
-def run_operation(operation, facts: dict[str, Any], data: dict[str, Any] | None = None,
-                  **arguments) -> tuple[list[str], list[str], FakeHost]:
-    """(commands as text, noop descriptions, the host) of one plan-time run of the operation's body."""
-    fake = FakeHost(facts, data)
-    with ctx_state.use(fake.state), ctx_host.use(fake):
-        commands = [command_text(command) for command in operation._inner(**arguments)]
-    return commands, fake.noops, fake
-
-
-def load_cases(directory: Path) -> list[tuple[str, dict]]:
-    """(case name, case) for every *.json in `directory`, sorted: pytest ids are the file names."""
-    return [(path.stem, json.loads(path.read_text())) for path in sorted(directory.glob("*.json"))]
