@@ -214,7 +214,8 @@ SCHEMA: tuple[Key, ...] = (
         meaning=f"distro packages ({', '.join(p.name for p in COLLIDING_PACKAGES)}) whose versions sort above AMD's "
                 "and block amdgpu-install: remove them, or stop that host"),
     Key("gpu_required", "bool", True, boolean,
-        meaning="preflight requires /dev/kfd and an AMD display device (PCI vendor 0x1002)"),
+        meaning="preflight requires /dev/kfd and an AMD GPU on PCI (vendor 0x1002, display or accelerator class); "
+                "False: test fleets and CPU-only hosts"),
     Key("min_free_disk_gb", "int", pins.MIN_FREE_DISK_GB, count,
         meaning=f"free GB needed on the filesystems of /opt and the venv while ROCm is still to be installed; once "
                 f"it is there (or skipped), the venv's share ({pins.VENV_DISK_GB} GB, at most this)"),

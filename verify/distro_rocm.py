@@ -107,9 +107,14 @@ ROCM_7_2_SONAMES = frozenset(
 )
 
 
+def is_amd_version(version: str) -> bool:
+    """Whether a Debian version is one of AMD's (any release): it carries the release's build number."""
+    return bool(AMD_VERSION.match(version))
+
+
 def is_amd_package(maintainer: str, version: str) -> bool:
     """Whether a package comes from AMD's repositories (never a stray)."""
-    return bool(AMD_MAINTAINER.search(maintainer) or AMD_VERSION.match(version))
+    return bool(AMD_MAINTAINER.search(maintainer)) or is_amd_version(version)
 
 
 def is_distro_rocm(source: str, maintainer: str, version: str) -> bool:

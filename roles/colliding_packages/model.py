@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES, CollidingPackage
 from roles.debian_packages import InstalledPackage
 from verify.debversion import compare_versions
-
-# AMD's packages carry the ROCm build number before the revision: 1.0.0.70204-93~24.04, 22.0.0.26084.70201-81~24.04.
-_AMD_VERSION = re.compile(r"\.\d{5,6}-\d")
+from verify.distro_rocm import is_amd_version
 
 
 @dataclass(frozen=True)
@@ -21,10 +18,6 @@ class Collision:
 
     def describe(self) -> str:
         return f"{self.package.name} {self.package.version} (distro; sorts above AMD's {self.amd_version})"
-
-
-def is_amd_version(version: str) -> bool:
-    return bool(_AMD_VERSION.search(version))
 
 
 def find_collisions(installed: dict[str, InstalledPackage], build: str,

@@ -8,8 +8,9 @@ import subprocess
 import pytest
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES
-from roles.colliding_packages.model import find_collisions, is_amd_version
+from roles.colliding_packages.model import find_collisions
 from roles.debian_packages import InstalledPackage, parse_dpkg_query
+from verify.distro_rocm import is_amd_version
 
 AMD = {entry.name: entry.amd_component_version for entry in COLLIDING_PACKAGES}
 # Versions the archives really ship (apt-cache on Debian 12/13 here; Ubuntu's from ROCm issues #3656, #6367, #1899,
@@ -38,13 +39,6 @@ def test_collision_is_dpkg_ordering_for_distro_packages(name, version):
     assert bool(collisions) == expected
     if expected:
         assert collisions[0].describe() == f"{name} {version} (distro; sorts above AMD's {amd_version})"
-
-
-def test_amd_versions_of_any_release_are_recognised():
-    assert is_amd_version("1.0.0.70204-93~24.04")
-    assert is_amd_version("22.0.0.26084.70201-81~24.04")
-    assert not is_amd_version("5.7.1-3build1")
-    assert not is_amd_version("6.1.2+dfsg-0ubuntu9")
 
 
 def test_the_debian_12_set_all_collide():
