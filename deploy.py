@@ -7,7 +7,7 @@ A host that a stage stops (one line says why) runs nothing after it; the other h
 
 from pathlib import Path
 
-from pyinfra import host, local, logger
+from pyinfra import local
 
 from roles.settings import require_valid_inventory
 
@@ -24,8 +24,4 @@ STAGES = (
 require_valid_inventory()  # before any stage: bad inventory data refuses the whole run, on every host
 tasks = Path(__file__).resolve().parent / "tasks"
 for stage in STAGES:
-    task = tasks / f"{stage}.py"
-    if task.exists():
-        local.include(str(task))
-    else:
-        logger.info(f"{host.print_prefix}stage tasks/{stage}.py is not in this checkout: skipped")
+    local.include(str(tasks / f"{stage}.py"))
