@@ -1,0 +1,110 @@
+"""Is the result of `bin/demo` the expected one? (pure: reports in, a verdict with one line per surprise out)
+
+The demo's hosts are local test workstations: no system ROCm (repo.radeon.com is out of reach, there is no GPU) and
+torch is the CPU build standing in for the ROCm wheel. So every host is *expected* to fail verification, and for
+exactly these reasons, no other:
+
+- linkage.static: bitsandbytes' ROCm library cannot load — its libhipblas.so.3 (and libhipblaslt.so.1) not found,
+  nothing else missing, nothing bound to a distro ROCm file: the trap rocm-fleet exists for;
+- versions.rocm: no system ROCm;
+- versions.torch, runtime.torch: torch is not a ROCm build (the CPU stand-in).
+
+Warnings (NF4 ran on the CPU, bitsandbytes loaded its CPU library, strays) are expected too. Anything else is a
+surprise: a host with no report (unreachable, or a stage failed before verification), another failing check (NF4,
+bitsandbytes' version, the runtime maps), a linkage that fails otherwise — or passes — and pyinfra exiting other
+than 1 (it exits 1 exactly when a host failed, which every host does here by design).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# The check ids of verify/ whose failure is expected on a local test workstation, and why, in words for the output.
+EXPECTED_FAILURES = {
+    "linkage.static": "bitsandbytes' ROCm library cannot find libhipblas.so.3: no system ROCm",
+    "versions.rocm": "no system ROCm",
+    "versions.torch": "torch is the CPU stand-in, not a ROCm build",
+    "runtime.torch": "torch is the CPU stand-in (no HIP)",
+}
+TRAP_LIBRARY = "libhipblas.so.3"
+# What libbitsandbytes_rocm72.so needs from the system ROCm (its other NEEDED entries come from the base system).
+SYSTEM_ROCM_NEEDED = frozenset({"libhipblas.so.3", "libhipblaslt.so.1"})
+NOT_FOUND = "not found"
+PYINFRA_HOSTS_FAILED = 1
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    host: str
+    surprises: tuple[str, ...]  # one line each; empty: this host's result is the expected one
+
+    @property
+    def expected(self) -> bool:
+        return not self.surprises
+
+
+@dataclass(frozen=True)
+class DemoVerdict:
+    hosts: tuple[HostVerdict, ...]
+    surprises: tuple[str, ...]  # every host's surprises ("ws2: …") and the run's own, one line each
+
+    @property
+    def expected(self) -> bool:
+        return not self.surprises
+
+
+def _linkage_surprise(check: Mapping[str, Any]) -> str | None:
+    """Why a failed linkage.static is not the expected trap, or None when it is."""
+    evidence = check.get("evidence") or {}
+    not_found = {entry.get("name") for entry in evidence.get("bnb_needed") or ()
+                 if entry.get("outcome") == NOT_FOUND}
+    if TRAP_LIBRARY not in not_found:
+        return f"linkage.static failed, but not because {TRAP_LIBRARY} is missing: {check.get('reason')}"
+    others = sorted(not_found - SYSTEM_ROCM_NEEDED)
+    if others:
+        return f"linkage.static: libbitsandbytes_rocm72.so also misses {', '.join(others)}, which no ROCm provides"
+    if len(evidence.get("missing") or ()) != len(not_found):
+        return f"linkage.static: more libraries are missing than bitsandbytes' ROCm ones: {evidence.get('missing')}"
+    if evidence.get("findings"):
+        return f"linkage.static: {'; '.join(map(str, evidence['findings']))}"
+    return None
+
+
+def judge_host(host: str, report: Mapping[str, Any] | None) -> HostVerdict:
+    if report is None:
+        return HostVerdict(host, ("no verification report: the host was unreachable or a stage failed before "
+                                  "verification (the summary says which)",))
+    surprises = []
+    checks = {check.get("id"): check for check in report.get("checks") or ()}
+    for check_id, check in checks.items():
+        if check.get("status") != "fail":
+            continue
+        if check_id not in EXPECTED_FAILURES:
+            surprises.append(f"{check_id} failed: {check.get('reason')}")
+        elif check_id == "linkage.static":
+            why = _linkage_surprise(check)
+            if why:
+                surprises.append(why)
+    linkage = checks.get("linkage.static")
+    if linkage is None:
+        surprises.append("the report has no linkage.static check")
+    elif linkage.get("status") != "fail":
+        surprises.append(f"linkage.static is {str(linkage.get('status')).upper()} — this host has a system ROCm "
+                         f"(or something serving {TRAP_LIBRARY}): {linkage.get('reason')}")
+    return HostVerdict(host, tuple(surprises))
+
+
+def judge_demo(hosts: list[str], reports: Mapping[str, Mapping[str, Any] | None], pyinfra_exit: int) -> DemoVerdict:
+    """`reports`: host -> its report written by this run (None or absent: no report)."""
+    verdicts = tuple(judge_host(host, reports.get(host)) for host in hosts)
+    surprises = [f"{v.host}: {line}" for v in verdicts for line in v.surprises]
+    if pyinfra_exit != PYINFRA_HOSTS_FAILED:
+        if pyinfra_exit == 0:
+            what = "no host failed, although every host here must fail verification"
+        elif pyinfra_exit < 0:
+            what = f"killed by signal {-pyinfra_exit}"
+        else:
+            what = "a usage or internal error (see its output above)"
+        surprises.append(f"pyinfra exited {pyinfra_exit}: {what}")
+    return DemoVerdict(verdicts, tuple(surprises))
