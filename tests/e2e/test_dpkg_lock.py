@@ -1,0 +1,101 @@
+"""The dpkg lock held on one host during the whole deploy (conftest.py's shared fleet), as a running apt or
+unattended-upgrades holds it: the deploy waits up to `dpkg_lock_timeout`, then fails that host with one line that
+says so while the other hosts go on — or, when the lock is let go in time, goes on.
+
+For the deploy to need the lock at all, the host lacks python3-venv (the venv stage then installs it with apt);
+the module puts it back at the end. The lock is taken inside the host the way apt takes it (localfleet's
+hold_dpkg_lock: fcntl locks on /var/lib/dpkg/lock-frontend and /var/lib/dpkg/lock).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from roles.apt_commands import lock_expired_message
+from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
+from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_row
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+
+LOCKED, OTHERS = PLAIN, (STRAYS, STANDIN)
+VENV_PACKAGE = ("python3-venv", "python3.11-venv")
+
+
+def installed(host, package: str) -> bool:
+    done = host.run(["dpkg-query", "-W", "-f", "${db:Status-Abbrev}", package], check=False)
+    return done.stdout.startswith("ii")
+
+
+@pytest.fixture(scope="module")
+def locked_host(deployed):
+    host = deployed.host(LOCKED)
+    host.run(["apt-get", "purge", "-y", "-q", *VENV_PACKAGE])
+    assert not installed(host, "python3-venv")
+    yield host
+    if not installed(host, "python3-venv"):  # a test below failed before the deploy put it back
+        host.apt_install(["python3-venv"])
+
+
+def test_a_lock_held_past_the_timeout_fails_that_host_with_one_line_and_the_others_go_on(deployed, locked_host):
+    with locked_host.hold_dpkg_lock(seconds=600):
+        run = deploy(deployed.fleet.inventory, "deploy.py", "dpkg_lock_timeout=5")
+    assert run.returncode == 1, run.explain()
+    lines = host_lines(run.log, LOCKED)
+    assert lock_expired_message(5) in lines, run.log[-4000:]
+    assert "Could not get lock /var/lib/dpkg/lock-frontend" in run.log  # apt's own words, naming the file
+    assert not installed(locked_host, "python3-venv")  # apt changed nothing
+    # The locked host stopped there: it never reached verification …
+    assert not any("verification" in line for line in lines), lines
+    summary = (deployed.reports_dir / "summary.md").read_text(encoding="utf-8")
+    row = summary_row(summary, LOCKED)
+    assert "| **NOT VERIFIED**: " in row and "python3-venv" in row, row
+    # … while the others went on to the end.
+    for name in OTHERS:
+        assert any(line.startswith(f"{name}: verification failed — ") for line in host_lines(run.log, name))
+
+
+def _waiting_line(host, holder_pid: int, deadline: float) -> str | None:
+    """apt's "Waiting for cache lock … held by process PID" line, as soon as apt inside the host prints it (the
+    deploy's apt command writes its output to a temporary file in the host's /tmp while it runs)."""
+    wanted = f"Could not get lock /var/lib/dpkg/lock-frontend. It is held by process {holder_pid}"
+    while time.monotonic() < deadline:
+        for path in (host.root / "tmp").iterdir():
+            try:
+                text = path.read_text(errors="replace") if path.is_file() else ""
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if wanted in line:
+                    return line
+        time.sleep(0.5)
+    return None
+
+
+def test_a_lock_let_go_within_the_timeout_is_waited_for_and_the_deploy_goes_on(deployed, locked_host):
+    holder = locked_host.hold_dpkg_lock(seconds=600)
+    process = start_deploy(deployed.fleet.inventory, "deploy.py", "dpkg_lock_timeout=240")
+    try:
+        waiting = _waiting_line(locked_host, holder.pid, time.monotonic() + 300)
+        still_held = holder.holding()
+    finally:
+        holder.release()  # apt is waiting on it now: let go, and the deploy must go on
+    try:
+        stdout, stderr = process.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+    run = finished(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr))
+    assert waiting and waiting.startswith("Waiting for cache lock: "), run.explain()
+    assert still_held  # apt was waiting on our holder, not on nothing
+
+    assert installed(locked_host, "python3-venv"), run.log[-4000:]
+    lines = host_lines(run.log, LOCKED)
+    assert not any(lock_expired_message(240) in line for line in lines)
+    # It went on through the remaining stages to verification, which fails it for the usual reason only.
+    assert any(line.startswith(f"{LOCKED}: verification failed — linkage.static: libhipblas.so.3 ")
+               for line in lines), run.log[-4000:]

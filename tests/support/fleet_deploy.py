@@ -1,0 +1,75 @@
+"""The real pyinfra CLI against a local fleet's inventory (localfleet), and reading what a run left behind.
+
+    run = deploy(fleet.inventory)                                   # pyinfra INVENTORY deploy.py -y --json
+    run = deploy(fleet.inventory, "deploy.py", "dpkg_lock_timeout=5")
+    host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
+    summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
+
+pyinfra prints its --json results only when at least one host is still active at the end: when every host fails
+(the local fleet's hosts all fail verification, by design) `run.results` is {} and the run is read from `run.log`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.chroot_hosts import PyinfraRun
+
+REPO = Path(__file__).resolve().parents[2]
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+# No user configuration leaks in; no spinner in captured output.
+ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"}
+
+
+def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str) -> list[str]:
+    argv = [PYINFRA, str(inventory), task, "-y", "--json"]
+    for item in data:
+        argv += ["--data", item]
+    return argv
+
+
+def finished(done: subprocess.CompletedProcess) -> PyinfraRun:
+    try:
+        results = (json.loads(done.stdout).get("results") or {}) if done.stdout.strip() else {}
+    except json.JSONDecodeError:
+        results = {}
+    return PyinfraRun(done.returncode, results, done.stderr + done.stdout[-2000:] * (not results))
+
+
+def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float = 900) -> PyinfraRun:
+    """`pyinfra INVENTORY TASK -y --json [--data K=V …]` from the repository root, as a user runs it."""
+    done = subprocess.run(deploy_argv(inventory, task, *data), capture_output=True, text=True, cwd=REPO, env=ENV,
+                          timeout=timeout)
+    return finished(done)
+
+
+def start_deploy(inventory: Path, task: str = "deploy.py", *data: str) -> subprocess.Popen:
+    """The same run, started in the background (communicate() it, then `finished(CompletedProcess(...))`)."""
+    return subprocess.Popen(deploy_argv(inventory, task, *data), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=ENV)
+
+
+def host_lines(log: str, host: str) -> list[str]:
+    """The lines pyinfra printed for `host` ("[ws2] …"), without the prefix."""
+    prefix = f"[{host}] "
+    return [line.strip()[len(prefix):] for line in log.splitlines() if line.strip().startswith(prefix)]
+
+
+def summary_row(summary: str, host: str) -> str:
+    """`host`'s row of the fleet summary's table (reports/summary.md, given as text)."""
+    rows = [line for line in summary.splitlines() if line.startswith(f"| {host} |")]
+    assert len(rows) == 1, f"the summary has {len(rows)} rows for {host}:\n{summary}"
+    return rows[0]
+
+
+def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
+    """host -> reports/<host>.json as it is now (None when there is none)."""
+    found = {}
+    for host in hosts:
+        path = reports_dir / f"{host}.json"
+        found[host] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return found
+
