@@ -26,10 +26,7 @@ class FileSystemView:
         self._listings: dict[str, frozenset[str] | None] = {}
         self._resolved: dict[str, str | None] = {}
         self._elf: dict[tuple[int, int], ElfInfo | ElfError] = {}
-        self._indexes: dict[tuple[str, tuple[str, ...]], dict[str, tuple[str, ...]]] = {}
-        self.search_memo: dict = {}  # the resolver's per-(name, directory list) answers; valid while files don't change
-        self.open_memo: dict = {}  # the resolver's per-path open_verify answers
-        self.step_memo: dict = {}  # the resolver's SearchStep objects, shared by every analysis of this view
+        self._places: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, frozenset[str]], ...]] = {}
 
     @property
     def is_host(self) -> bool:
@@ -92,26 +89,25 @@ class FileSystemView:
         self._listings[directory] = names
         return names
 
-    def subdir_index(self, directory: str, subdirs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-        """For a search directory (glibc form: '' or ending in '/'), which of `subdirs` hold each file name, in order.
-
-        One dictionary look-up then replaces trying every hwcaps subdirectory for every name."""
+    def search_places(self, directory: str, subdirs: tuple[str, ...]) -> tuple[tuple[str, frozenset[str]], ...]:
+        """For a search directory (glibc form: '' or ending in '/'): (subdir, its file names) for each of `subdirs`
+        that exists there, in order. Most directories have none of the hwcaps subdirectories, so a search tests a name
+        against one or two listings instead of trying every subdirectory."""
         key = (directory, subdirs)
-        index = self._indexes.get(key)
-        if index is None:
-            collected: dict[str, list[str]] = {}
+        places = self._places.get(key)
+        if places is None:
+            found = []
             top = self.listing(directory[:-1] if len(directory) > 1 and directory.endswith("/") else directory)
             for subdir in subdirs if top else ():
-                # Only subdirectories whose first component exists are listed: most directories have none of them.
+                # Only subdirectories whose first component exists are listed.
                 if subdir and subdir.split("/", 1)[0] not in top:
                     continue
                 where = directory + subdir
                 names = self.listing(where[:-1] if len(where) > 1 and where.endswith("/") else where) if subdir else top
-                for name in names or ():
-                    collected.setdefault(name, []).append(subdir)
-            index = {name: tuple(found) for name, found in collected.items()}
-            self._indexes[key] = index
-        return index
+                if names:
+                    found.append((subdir, names))
+            places = self._places[key] = tuple(found)
+        return places
 
     def exists_in(self, directory: str, name: str) -> bool:
         names = self.listing(directory)

@@ -220,8 +220,9 @@ def fast_new(cls, **values):
     if defaults is None:
         defaults = _DEFAULTS[cls] = {f.name: f.default for f in fields(cls) if f.default is not MISSING}
     obj = object.__new__(cls)
-    obj.__dict__.update(defaults)
-    obj.__dict__.update(values)
+    # The merged dict becomes the instance's __dict__ as it is (set through object.__setattr__: the class's own
+    # __setattr__ is the frozen one, which refuses every assignment).
+    object.__setattr__(obj, "__dict__", defaults | values)
     return obj
 
 

@@ -27,8 +27,8 @@ ldd's trace mode keeps it).
 
 from __future__ import annotations
 
+import os
 import posixpath
-from typing import NamedTuple
 
 from verify import image as m
 from verify.elf import ElfError, ElfInfo
@@ -44,7 +44,7 @@ class _Object:
     thousands are made per venv)."""
 
     __slots__ = ("path", "info", "names", "requested_as", "how", "via", "origin", "file_id", "loader",
-                 "requested_by", "dlopened", "has_searchlist", "paths")
+                 "requested_by", "dlopened", "has_searchlist", "paths", "plan")
 
     def __init__(self, path: str, info: ElfInfo | None, names: list[str], requested_as: str, how: str, via: str,
                  origin: str | None, *, file_id: tuple[int, int] | None = None, loader: _Object | None = None,
@@ -62,6 +62,7 @@ class _Object:
         self.dlopened = dlopened
         self.has_searchlist = has_searchlist  # the main program and dlopen roots: a later dlopen maps nothing new
         self.paths: dict[str, tuple[str, ...]] = {}  # decomposed RPATH/RUNPATH, computed once
+        self.plan: tuple | None = None  # what a search for its requests depends on (Loader._plan), computed once
 
     @property
     def soname(self) -> str | None:
@@ -86,11 +87,58 @@ class _Object:
         )
 
 
-class _Hit(NamedTuple):
-    path: str
-    directory: str
-    info: ElfInfo
-    file_id: tuple[int, int]
+class _Hit:
+    """A file the loader would open for a request: where, in which search directory, what it is."""
+
+    __slots__ = ("path", "directory", "info", "file_id")  # a plain class: a NamedTuple costs an exec() at import
+
+    def __init__(self, path: str, directory: str, info: ElfInfo, file_id: tuple[int, int]):
+        self.path = path
+        self.directory = directory
+        self.info = info
+        self.file_id = file_id
+
+
+class _Answer:
+    """What looking for one name found (glibc's _dl_map_object up to opening the file), with what each request it
+    answers needs worked out once: a search answer is shared by every request for that name with the same plan."""
+
+    __slots__ = ("hit", "step", "searched", "skipped", "fatal", "found_in", "how", "via", "origin", "_requests")
+
+    def __init__(self, fs: FileSystemView, hit: _Hit | None, step: m.SearchStep | None, searched: tuple,
+                 skipped: tuple, fatal: _FatalLoadError | None = None):
+        self.hit = hit
+        self.step = step  # the step the file was found in (None: a direct path, or nothing found)
+        self.searched = searched
+        self.skipped = skipped
+        self.fatal = fatal
+        if hit is not None:
+            self.found_in = display_dir(hit.directory)
+            self.how = step.kind if step else m.DIRECT_PATH
+            self.via = step.label if step else m.DIRECT_PATH
+            self.origin = _dirname(fs.absolute(hit.path))
+        self._requests: dict[tuple, m.Request] = {}
+
+    def request(self, name: str, requester: _Object | None, kind: str, outcome: str,
+                already_loaded: _Object | None = None) -> m.Request:
+        """The Request this answer makes for `name` from `requester` (made once per distinct request, then shared:
+        Requests are immutable)."""
+        requester_path = requester.path if requester else None
+        key = (requester_path, kind, outcome, already_loaded.path if already_loaded else None)
+        request = self._requests.get(key)
+        if request is None:
+            fields = {"searched": self.searched, "skipped": self.skipped}
+            if outcome == m.ERROR:
+                fields["error"] = str(self.fatal)
+            elif outcome != m.NOT_FOUND:
+                fields.update(found_via=self.step, found_in=self.found_in)
+                if already_loaded is not None:  # the file found is one already loaded under another name
+                    fields.update(path=already_loaded.path, matched_by=m.BY_FILE)
+                else:
+                    fields["path"] = self.hit.path
+            request = self._requests[key] = m.fast_new(m.Request, name=name, requester=requester_path, kind=kind,
+                                                       outcome=outcome, **fields)
+        return request
 
 
 class _FatalLoadError(Exception):
@@ -109,6 +157,22 @@ def display_dir(directory: str) -> str:
     return directory[:-1] if len(directory) > 1 and directory.endswith("/") else directory
 
 
+class RunMemo:
+    """What the resolver remembers between the analyses of one Analyser: answers that depend only on the files (and the
+    fixed platform, cache and working directory), valid while the files don't change. Analysing a venv's libraries one
+    by one asks the same questions hundreds of times (every library needs libc.so.6, searched the same way)."""
+
+    def __init__(self) -> None:
+        self.searches: dict[tuple, _Answer] = {}  # (name, plan) -> what the search found
+        self.walks: dict[tuple, tuple] = {}  # (name, directory list) -> glibc's open_path over that list
+        self.opens: dict[str, tuple] = {}  # path -> glibc's open_verify of that file
+        self.cache: dict[str, str | None] = {}  # name -> ld.so.cache's entry for it
+        self.steps: dict[tuple, m.SearchStep] = {}  # (kind, dirs, owner) -> the immutable SearchStep
+        self.requests: dict[tuple, m.Request] = {}  # already-loaded requests, immutable, shared by analyses
+        self.interpreters: dict[str, tuple] = {}  # interpreter path -> (stat, ElfInfo or None)
+        self.paths: dict[tuple, tuple[str, ...]] = {}  # (RPATH/RUNPATH/LD_LIBRARY_PATH, $ORIGIN, separators) -> dirs
+
+
 class Loader:
     def __init__(
         self,
@@ -118,9 +182,11 @@ class Loader:
         *,
         conf_dirs: tuple[str, ...] | None = None,
         library_path: str | None = None,
+        memo: RunMemo | None = None,
     ):
         self.platform = platform
         self.fs = fs
+        self.memo = memo or RunMemo()
         self.cache = cache
         self.conf_dirs = tuple(d if d.endswith("/") else d + "/" for d in conf_dirs) if conf_dirs else None
         self._library_path = library_path
@@ -138,13 +204,15 @@ class Loader:
 
     # --- the process -------------------------------------------------------------------------------------------------
 
-    def start(self, path: str, *, info: ElfInfo, executed: bool) -> None:
+    def start(self, path: str, *, info: ElfInfo, executed: bool, st: os.stat_result | None = None) -> None:
         """Map the main program and its dependencies, as ld.so does at start-up.
 
         `executed`: the kernel started it (a real process: $ORIGIN is the directory of the symlink-resolved
         executable, via /proc/self/exe); otherwise ld.so loads it by the path given, as `ldd FILE` does.
+        `st`: the program's stat, when the caller has it already.
         """
-        st = self.fs.stat(path)
+        if st is None:
+            st = self.fs.stat(path)
         if executed:
             real = self._real_path(path)
             origin = _dirname(real)
@@ -161,13 +229,17 @@ class Loader:
         else:
             self._register(self.main)
         interp = info.interp or self.platform.interpreter
-        interp_st = self.fs.stat(interp)
-        self.interpreter = _Object(interp, None, [interp], interp, m.INTERPRETER, m.INTERPRETER, _dirname(interp),
-                                   file_id=(interp_st.st_dev, interp_st.st_ino) if interp_st else None)
-        try:
-            self.interpreter.info = self.fs.elf(interp, interp_st) if interp_st else None
-        except ElfError:
-            self.interpreter.info = None
+        known = self.memo.interpreters.get(interp)  # the same one in nearly every analysis of a run
+        if known is None:
+            interp_st = self.fs.stat(interp)
+            try:
+                interp_info = self.fs.elf(interp, interp_st) if interp_st else None
+            except ElfError:
+                interp_info = None
+            known = self.memo.interpreters[interp] = (interp_st, interp_info)
+        interp_st, interp_info = known
+        self.interpreter = _Object(interp, interp_info, [interp], interp, m.INTERPRETER, m.INTERPRETER,
+                                   _dirname(interp), file_id=(interp_st.st_dev, interp_st.st_ino) if interp_st else None)
         self._by_name.setdefault(interp, self.interpreter)
         self._by_soname.setdefault(self.platform.interpreter_soname, self.interpreter)
         if self.interpreter.file_id:
@@ -196,22 +268,28 @@ class Loader:
 
     def _load_dependencies(self, root: _Object) -> None:
         queue = [root]
-        queued = {id(root)}
-        index = 0
-        while index < len(queue):
-            obj = queue[index]
-            index += 1
+        queued = {root}
+        by_name = self._by_name
+        requests = self.requests
+        for obj in queue:  # grows while it is walked: breadth-first
             if obj.info is None:
                 continue
             for name in obj.info.needed:
-                dep, _ = self._request(name, obj, "needed")
-                if dep is None or id(dep) in queued:
+                dep = by_name.get(name)
+                if dep is not None and "$" not in name:
+                    # _request's first answer, inlined: most requests name an object already loaded under that name.
+                    requests.append(self._already_loaded(name, obj, "needed", dep, m.BY_NAME))
+                else:
+                    dep, _ = self._request(name, obj, "needed")
+                    if dep is None:
+                        continue
+                if dep in queued:
                     continue
                 if dep is self.interpreter and not self._interpreter_placed:
                     # rtld.c puts the interpreter's map right after the object reached before it (what ldd shows).
                     self.objects.insert(self.objects.index(queue[-1]) + 1, dep)
                     self._interpreter_placed = True
-                queued.add(id(dep))
+                queued.add(dep)
                 queue.append(dep)
 
     # --- one request (_dl_map_object) --------------------------------------------------------------------------------
@@ -227,30 +305,27 @@ class Loader:
                                    f"{requester.path if requester else 'the program'})")
                 return None, False
             name = expanded
-        loaded, matched_by = self._lookup_loaded(name)
+        loaded = self._by_name.get(name)
         if loaded is not None:
-            self._record(name, requester, kind, m.ALREADY_LOADED, path=loaded.path, matched_by=matched_by)
+            self.requests.append(self._already_loaded(name, requester, kind, loaded, m.BY_NAME))
+            return loaded, False
+        loaded = self._by_soname.get(name)
+        if loaded is not None:
+            loaded.names.append(name)  # glibc caches the SONAME as a name of the object (l_soname_added)
+            self._by_name.setdefault(name, loaded)
+            self.requests.append(self._already_loaded(name, requester, kind, loaded, m.BY_SONAME))
             return loaded, False
 
-        searched: list[m.SearchStep] = []
-        skipped: list[str] = []
-        step: m.SearchStep | None = None
-        try:
-            if "/" in name:
-                realname = self._expand(name, requester) if requester else name
-                hit = None
-                if realname:
-                    found = self._open(realname, skipped)
-                    hit = _Hit(realname, _dirname(realname), *found) if found else None
-            else:
-                hit, step = self._search(name, requester, searched, skipped)
-        except _FatalLoadError as error:
-            self._record(name, requester, kind, m.ERROR, searched=searched, skipped=skipped, error=str(error))
-            self.findings.append(m.Finding(error.path, f"{error.path}: {error.reason}"))
+        answer = self._open_direct(name, requester) if "/" in name else self._search(name, requester)
+        if answer.fatal is not None:
+            fatal = answer.fatal
+            self.requests.append(answer.request(name, requester, kind, m.ERROR))
+            self.findings.append(m.Finding(fatal.path, f"{fatal.path}: {fatal.reason}"))
             return None, False
 
+        hit = answer.hit
         if hit is None:
-            self._record(name, requester, kind, m.NOT_FOUND, searched=searched, skipped=skipped)
+            self.requests.append(answer.request(name, requester, kind, m.NOT_FOUND))
             return None, False
 
         same = self._by_file.get(hit.file_id)
@@ -258,8 +333,7 @@ class Loader:
             if name not in same.names:
                 same.names.append(name)
                 self._by_name.setdefault(name, same)
-            self._record(name, requester, kind, m.ALREADY_LOADED, path=same.path, matched_by=m.BY_FILE,
-                         found_via=step, found_in=display_dir(hit.directory), searched=searched, skipped=skipped)
+            self.requests.append(answer.request(name, requester, kind, m.ALREADY_LOADED, same))
             return same, False
 
         dlopened = kind == "dlopen"
@@ -268,9 +342,9 @@ class Loader:
             info=hit.info,
             names=[name],
             requested_as=name,
-            how=step.kind if step else m.DIRECT_PATH,
-            via=step.label if step else m.DIRECT_PATH,
-            origin=_dirname(self.fs.absolute(hit.path)),
+            how=answer.how,
+            via=answer.via,
+            origin=answer.origin,
             file_id=hit.file_id,
             # glibc's __RTLD_CALLMAP: a dlopen'ed object has no l_loader, whoever called dlopen.
             loader=None if dlopened else requester,
@@ -279,79 +353,119 @@ class Loader:
         )
         self.objects.append(obj)
         self._register(obj)
-        self._record(name, requester, kind, m.LOADED, path=obj.path, found_via=step,
-                     found_in=display_dir(hit.directory), searched=searched, skipped=skipped)
+        self.requests.append(answer.request(name, requester, kind, m.LOADED))
         return obj, True
 
-    def _lookup_loaded(self, name: str) -> tuple[_Object | None, str | None]:
-        obj = self._by_name.get(name)
-        if obj is not None:
-            return obj, m.BY_NAME
-        obj = self._by_soname.get(name)
-        if obj is not None:
-            obj.names.append(name)  # glibc caches the SONAME as a name of the object (l_soname_added)
-            self._by_name.setdefault(name, obj)
-            return obj, m.BY_SONAME
-        return None, None
+    def _already_loaded(self, name: str, requester: _Object | None, kind: str, loaded: _Object,
+                        matched_by: str) -> m.Request:
+        """The request for a name an object already answers. Most requests of an analysis are of this kind and the
+        same ones recur in every analysis of a run (each library asks for libc.so.6 …): Requests are immutable, so each
+        distinct one is made once per run and shared."""
+        requester_path = requester.path if requester else None
+        key = (name, requester_path, kind, loaded.path, matched_by)
+        request = self.memo.requests.get(key)
+        if request is None:
+            request = self.memo.requests[key] = m.fast_new(
+                m.Request, name=name, requester=requester_path, kind=kind, outcome=m.ALREADY_LOADED, path=loaded.path,
+                matched_by=matched_by)
+        return request
 
     def _register(self, obj: _Object) -> None:
         """Index a newly loaded object by its path, names and SONAME (the earliest loaded object wins a tie)."""
-        for name in (obj.path, *obj.names):
-            self._by_name.setdefault(name, obj)
-        if obj.soname is not None:
-            self._by_soname.setdefault(obj.soname, obj)
+        by_name = self._by_name
+        by_name.setdefault(obj.path, obj)
+        for name in obj.names:
+            by_name.setdefault(name, obj)
+        if obj.info is not None and obj.info.soname is not None:
+            self._by_soname.setdefault(obj.info.soname, obj)
         if obj.file_id is not None:
             self._by_file.setdefault(obj.file_id, obj)
 
     def _record(self, name, requester, kind, outcome, **fields) -> None:
-        if "searched" in fields:
-            fields["searched"] = tuple(fields["searched"])
-        if "skipped" in fields:
-            fields["skipped"] = tuple(fields["skipped"])
         self.requests.append(m.fast_new(m.Request, name=name, requester=requester.path if requester else None,
                                         kind=kind, outcome=outcome, **fields))
 
     # --- the search ---------------------------------------------------------------------------------------------------
+    # A search's answer depends only on the name and on its plan: the directory lists tried before ld.so.cache, in
+    # order, and whether the default paths are off (-z nodefaultlib); the cache and the system directories are the
+    # same for every request. A requester's plan is fixed once it is loaded, so it is worked out once per object, and
+    # each (name, plan) is searched once per run: the same few hundred searches recur in every analysis of a venv.
 
-    def _search(self, name: str, requester: _Object | None, searched: list, skipped: list):
+    def _open_direct(self, name: str, requester: _Object | None) -> _Answer:
+        """A name with '/': that path, no search."""
+        skipped: list[str] = []
+        try:
+            realname = self._expand(name, requester) if requester else name
+            hit = None
+            if realname:
+                found = self._open(realname, skipped)
+                hit = _Hit(realname, _dirname(realname), *found) if found else None
+        except _FatalLoadError as error:
+            return _Answer(self.fs, None, None, (), tuple(skipped), error)
+        return _Answer(self.fs, hit, None, (), tuple(skipped))
+
+    def _search(self, name: str, requester: _Object | None) -> _Answer:
+        """The search for a name without '/', memoised per run by the name and the requester's plan."""
+        plan = requester.plan if requester is not None and requester.plan is not None else self._plan(requester)
+        key = (name, plan)
+        answer = self.memo.searches.get(key)
+        if answer is None:
+            answer = self.memo.searches[key] = self._run_search(name, plan)
+        return answer
+
+    def _plan(self, requester: _Object | None) -> tuple:
+        """((kind, dirs, owner) for each directory list tried before the cache, in order; nodeflib), for names that
+        `requester` asks for (None: the process itself, i.e. a dlopen from the executable)."""
         main = self.main
+        lists = []
         if requester is None or requester.info is None or requester.info.runpath is None:
             did_main = False
             chain = requester
             while chain is not None:
                 dirs = self._dirs(chain, "rpath")
                 if dirs:
-                    kind = m.RPATH if chain is requester else m.RPATH_INHERITED
-                    hit = self._try(name, dirs, self._step(kind, dirs, chain.path), searched, skipped)
-                    if hit[0]:
-                        return hit
+                    lists.append((m.RPATH if chain is requester else m.RPATH_INHERITED, dirs, chain.path))
                     did_main |= chain is main
                 chain = chain.loader
             if not did_main and main is not None:
                 dirs = self._dirs(main, "rpath")
                 if dirs:
-                    step = self._step(m.RPATH_EXECUTABLE, dirs, main.path)
-                    hit = self._try(name, dirs, step, searched, skipped)
-                    if hit[0]:
-                        return hit
+                    lists.append((m.RPATH_EXECUTABLE, dirs, main.path))
 
         env_dirs = self._library_path_dirs()
         if env_dirs:
-            hit = self._try(name, env_dirs, self._step(m.LD_LIBRARY_PATH, env_dirs), searched, skipped)
-            if hit[0]:
-                return hit
+            lists.append((m.LD_LIBRARY_PATH, env_dirs, None))
 
         if requester is not None:
             dirs = self._dirs(requester, "runpath")
             if dirs:
-                hit = self._try(name, dirs, self._step(m.RUNPATH, dirs, requester.path), searched, skipped)
-                if hit[0]:
-                    return hit
+                lists.append((m.RUNPATH, dirs, requester.path))
 
         flags_owner = requester or main
         nodeflib = bool(flags_owner and flags_owner.info and flags_owner.info.nodeflib)
+        plan = (tuple(lists), nodeflib)
+        if requester is not None:
+            requester.plan = plan
+        return plan
+
+    def _run_search(self, name: str, plan: tuple) -> _Answer:
+        lists, nodeflib = plan
+        searched: list[m.SearchStep] = []
+        skipped: list[str] = []
+        try:
+            hit, step = self._walk_plan(name, lists, nodeflib, searched, skipped)
+        except _FatalLoadError as error:
+            return _Answer(self.fs, None, None, tuple(searched), tuple(skipped), error)
+        return _Answer(self.fs, hit, step, tuple(searched), tuple(skipped))
+
+    def _walk_plan(self, name: str, lists: tuple, nodeflib: bool, searched: list, skipped: list):
+        for kind, dirs, owner in lists:
+            hit = self._try(name, dirs, self._step(kind, dirs, owner), searched, skipped)
+            if hit[0]:
+                return hit
+
         if self.cache is not None:
-            cached = self.cache.lookup(name, self.platform)
+            cached = self._cache_lookup(name)
             if cached is not None and nodeflib and cached.startswith(self._system_prefixes):
                 cached = None
             step = self._step(m.LD_SO_CACHE, (self.cache.path,) + ((cached,) if cached else ()), shown=True)
@@ -375,9 +489,16 @@ class Loader:
                 return hit
         return None, None
 
+    def _cache_lookup(self, name: str) -> str | None:
+        """ld.so.cache's entry for `name` on this platform (memoised per run: the same names recur in every plan)."""
+        memo = self.memo.cache
+        if name not in memo:
+            memo[name] = self.cache.lookup(name, self.platform)
+        return memo[name]
+
     def _step(self, kind: str, dirs: tuple[str, ...], owner: str | None = None, *, shown: bool = False) -> m.SearchStep:
         """SearchSteps are immutable and the same few recur in every request: make each once per run."""
-        memo = self.fs.step_memo
+        memo = self.memo.steps
         key = (kind, dirs, owner)
         step = memo.get(key)
         if step is None:
@@ -391,7 +512,7 @@ class Loader:
 
     def _open_path(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
         """glibc's open_path over one directory list (memoised per name and list: the answer depends only on files)."""
-        memo = self.fs.search_memo
+        memo = self.memo.walks
         key = (name, dirs)
         answer = memo.get(key)
         if answer is None:
@@ -410,17 +531,18 @@ class Loader:
     def _walk(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
         subdirs = self.platform.subdirs
         for directory in dirs:
-            for subdir in self.fs.subdir_index(directory, subdirs).get(name, ()):
-                where = directory + subdir
-                found = self._open(where + name, skipped)
-                if found:
-                    return _Hit(where + name, where, *found)
+            for subdir, names in self.fs.search_places(directory, subdirs):
+                if name in names:
+                    where = directory + subdir
+                    found = self._open(where + name, skipped)
+                    if found:
+                        return _Hit(where + name, where, *found)
         return None
 
     def _open(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:
         """glibc's open_verify: the file's info, None to go on searching, or _FatalLoadError (memoised per path for
         the run, like the directory listings: the same cached libc path is opened for nearly every analysis)."""
-        memo = self.fs.open_memo
+        memo = self.memo.opens
         answer = memo.get(path)
         if answer is None:
             found_skips: list[str] = []
@@ -517,7 +639,17 @@ class Loader:
 
     def _decompose(self, value: str, obj: _Object | None, separators: str) -> tuple[str, ...]:
         """elf/dl-load.c fillin_rpath: expand DSTs, drop elements that cannot be expanded, normalise the trailing
-        '/', keep '' (the working directory) for empty elements, and keep each directory once."""
+        '/', keep '' (the working directory) for empty elements, and keep each directory once.
+
+        Memoised per run: only $ORIGIN depends on the object, and the same RUNPATH of the same library is decomposed
+        in every analysis that loads it."""
+        key = (value, obj.origin if obj is not None else None, separators)
+        found = self.memo.paths.get(key)
+        if found is None:
+            found = self.memo.paths[key] = self._decompose_now(value, obj, separators)
+        return found
+
+    def _decompose_now(self, value: str, obj: _Object | None, separators: str) -> tuple[str, ...]:
         for separator in separators[1:]:
             value = value.replace(separator, separators[0])
         result: list[str] = []

@@ -3,9 +3,9 @@
     resolve(path)                                   -> ProcessImage   # the `ldd path` view
     resolve_process(exe, dlopens=[...], env={...})  -> ProcessImage   # a process that starts `exe`, then dlopen()s
 
-An `Analyser` holds the caches (parsed ELF files by inode, directory listings, the parsed ld.so.cache) so that many
-analyses of one system in one run stay fast; the two functions above make a fresh one each time. Nothing is executed:
-files are only read (see verify/loader.py for the rules and what is not modelled).
+An `Analyser` holds the caches (parsed ELF files by inode, directory listings, the parsed ld.so.cache, the resolver's
+answers in a RunMemo) so that many analyses of one system in one run stay fast; the two functions above make a fresh
+one each time. Nothing is executed: files are only read (see verify/loader.py for the rules and what is not modelled).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from verify import image as m
-from verify.elf import ElfError, ElfInfo
+from verify.elf import ElfError
 from verify.fsview import FileSystemView
 from verify.image import ProcessImage
 from verify.ldcache import LdCache, LdCacheError, read_ld_cache, read_ld_so_conf
-from verify.loader import Loader
+from verify.loader import Loader, RunMemo
 from verify.platform import LoaderPlatform, detect_platform
 
 LD_SO_CACHE = "/etc/ld.so.cache"
@@ -39,6 +39,7 @@ class Analyser:
     def __init__(self, root: str = "/", *, platform: LoaderPlatform | None = None, cache_path: str = LD_SO_CACHE,
                  cwd: str | None = None):
         self.fs = FileSystemView(root, cwd)
+        self.memo = RunMemo()  # shared by the analyses of this Analyser: see RunMemo
         self.root = root
         self.platform = platform or detect_platform(root, fs=self.fs)
         self.setup_findings: list[m.Finding] = []
@@ -56,21 +57,23 @@ class Analyser:
             self.conf_dirs = read_ld_so_conf(LD_SO_CONF, lambda p: self.fs.host_path(p) or p) or None
 
     def _loader(self, library_path: str | None) -> Loader:
-        return Loader(self.platform, self.fs, self.cache, conf_dirs=self.conf_dirs, library_path=library_path)
+        return Loader(self.platform, self.fs, self.cache, conf_dirs=self.conf_dirs, library_path=library_path,
+                      memo=self.memo)
 
-    def _main_info(self, path: str) -> ElfInfo:
-        info = self.fs.elf(path)
+    def _start(self, loader: Loader, path: str, *, executed: bool) -> None:
+        st = self.fs.stat(path)  # also the file identity loader.start needs: one stat per analysis, not two
+        info = self.fs.elf(path, st)  # (st None: ElfError "no such file")
         if info.elf_class != self.platform.elf_class or info.machine != self.platform.machine:
             raise ElfError(path, f"{info.elf_class}-bit {info.machine_name} file: this analyser models the "
                                  f"{self.platform.elf_class}-bit x86-64 loader only")
-        return info
+        loader.start(path, info=info, executed=executed, st=st)
 
     def resolve(self, path: str, *, library_path: str | None = None) -> ProcessImage:
         """What `ldd path` reports: `path` loaded by ld.so as the main program, then its dependencies.
 
         Raises ElfError when `path` itself cannot be analysed (not ELF, truncated, unreadable, a directory)."""
         loader = self._loader(library_path)
-        loader.start(path, info=self._main_info(path), executed=False)
+        self._start(loader, path, executed=False)
         return self._image(path, loader)
 
     def resolve_process(self, executable: str, dlopens: Iterable[str | Dlopen] = (), *,
@@ -79,7 +82,7 @@ class Analyser:
 
         Raises ElfError when the executable cannot be analysed; problems with dlopen'ed files are findings."""
         loader = self._loader(library_path)
-        loader.start(executable, info=self._main_info(executable), executed=True)
+        self._start(loader, executable, executed=True)
         for entry in dlopens:
             call = entry if isinstance(entry, Dlopen) else Dlopen(str(entry))
             caller = None
