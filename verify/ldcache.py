@@ -41,6 +41,8 @@ class LdCacheError(Exception):
 
 @dataclass(frozen=True)
 class CacheEntry:
+    """One entry of ld.so.cache: a library name and the path ldconfig recorded for it."""
+
     name: str
     path: str
     flags: int
@@ -53,17 +55,28 @@ class CacheEntry:
 
 
 class LdCache:
-    """A parsed ld.so.cache: entries by name, in file order."""
+    """A parsed ld.so.cache: entries by name, in file order.
 
-    def __init__(self, path: str, entries: list[CacheEntry]):
+    Built from plain (name, path, flags, hwcap, hwcaps_name) rows; the CacheEntry objects are made when first asked
+    for: an analysis looks up a few dozen of a cache's hundreds or thousands of names."""
+
+    def __init__(self, path: str, rows: list[tuple[str, str, int, int, str | None]]):
         self.path = path
-        self.entries = entries
+        self._rows = rows
+        self._rows_by_name: dict[str, list[tuple]] = {}
+        for row in rows:
+            self._rows_by_name.setdefault(row[0], []).append(row)
         self._by_name: dict[str, list[CacheEntry]] = {}
-        for entry in entries:
-            self._by_name.setdefault(entry.name, []).append(entry)
+
+    @property
+    def entries(self) -> list[CacheEntry]:
+        return [CacheEntry(*row) for row in self._rows]
 
     def candidates(self, name: str) -> list[CacheEntry]:
-        return self._by_name.get(name, [])
+        found = self._by_name.get(name)
+        if found is None:
+            found = self._by_name[name] = [CacheEntry(*row) for row in self._rows_by_name.get(name, ())]
+        return found
 
     def lookup(self, name: str, platform: LoaderPlatform) -> str | None:
         best: CacheEntry | None = None
@@ -131,7 +144,7 @@ def parse_ld_cache(data: bytes, path: str = "/etc/ld.so.cache") -> LdCache:
         if hwcap & HWCAP_EXTENSION:
             name_index = hwcap & 0xFFFFFFFF
             hwcaps_name = hwcaps_names[name_index] if name_index < len(hwcaps_names) else ""
-        entries.append(CacheEntry(string(key), string(value), flags, hwcap, hwcaps_name))
+        entries.append((string(key), string(value), flags, hwcap, hwcaps_name))
     return LdCache(path, entries)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import product
 
 from verify.elf import EM_X86_64
@@ -45,6 +46,8 @@ _HASWELL = ("avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt")
 
 @dataclass(frozen=True)
 class LoaderPlatform:
+    """The loader facts a search depends on besides the files (see the module docstring)."""
+
     machine: int = EM_X86_64
     elf_class: int = 64
     lib: str = "lib/x86_64-linux-gnu"  # $LIB
@@ -60,14 +63,13 @@ class LoaderPlatform:
     isa_level: int = 0  # highest x86-64 level the CPU supports: 0 baseline, 1 v2, 2 v3, 3 v4
     notes: tuple[str, ...] = field(default=(), compare=False)  # how each value was determined
 
-    @property
+    @cached_property
     def subdirs(self) -> tuple[str, ...]:
-        """Every directory is tried as DIR/<each of these>/NAME, in this order ('' is DIR itself)."""
-        cached = _SUBDIRS.get(self)
-        if cached is None:
-            cached = tuple(f"glibc-hwcaps/{level}/" for level in self.hwcaps) + self._legacy() + ("",)
-            _SUBDIRS[self] = cached
-        return cached
+        """Every directory is tried as DIR/<each of these>/NAME, in this order ('' is DIR itself).
+
+        Cached on the instance (cached_property writes the instance's __dict__, which a frozen dataclass allows): the
+        resolver asks for it on every directory walk."""
+        return tuple(f"glibc-hwcaps/{level}/" for level in self.hwcaps) + self._legacy() + ("",)
 
     def _legacy(self) -> tuple[str, ...]:
         # elf/dl-hwcaps.c (2.36): components are the hwcap names (bit order), then the platform, then "tls"; every
@@ -105,11 +107,10 @@ class LoaderPlatform:
         }
 
 
-_SUBDIRS: dict[LoaderPlatform, tuple[str, ...]] = {}
-
-
 @dataclass(frozen=True)
 class CpuFacts:
+    """What glibc reads about the CPU to choose hwcaps subdirectories and $PLATFORM."""
+
     vendor: str  # "GenuineIntel", "AuthenticAMD", …
     flags: frozenset[str]
 
