@@ -18,7 +18,8 @@ def ldd_lines(image: m.ProcessImage) -> list[str]:
     line_of: dict[str, int] = {}
     objects = {o.path: o for o in image.objects}
     for request in image.requests:
-        if request.kind != "needed":
+        # Most requests are answered by an object already loaded, and ldd prints nothing for them: test that first.
+        if request.outcome == m.ALREADY_LOADED or request.kind != "needed":
             continue
         if request.outcome == m.LOADED:
             obj = objects[request.path]
@@ -28,12 +29,12 @@ def ldd_lines(image: m.ProcessImage) -> list[str]:
             lines.append(f"\t{request.name} => not found")
         elif request.outcome == m.ERROR:
             lines.append(f"\t{request.name} => error: {request.error}")
-    interpreter = next((o for o in image.objects if o.how == m.INTERPRETER), None)
-    if interpreter is not None:
-        position = image.objects.index(interpreter)
+    # Found by position, not with objects.index(): that compares LoadedObjects field by field, all the way along.
+    position = next((i for i, o in enumerate(image.objects) if o.how == m.INTERPRETER), None)
+    if position is not None:
         before = image.objects[position - 1]
         at = 0 if before.how == m.MAIN_PROGRAM else line_of.get(before.path, len(lines))
-        lines.insert(at, _object_line(interpreter))
+        lines.insert(at, _object_line(image.objects[position]))
     return lines
 
 
