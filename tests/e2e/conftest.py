@@ -8,9 +8,10 @@ logged in as an admin account with sudo as real fleets are, each prepared for on
     ws3  stand-in  a STAND-IN ROCm 7.2.4 tree under /opt/rocm-7.2.4 (tests/support/standin_rocm_tree.py)
 
 The fleet and the first deploy (its exit code, log, reports and summary, kept as they were: later runs overwrite the
-files) are made once per session. A test that changes a host (stops its sshd, holds its dpkg lock, removes a package)
-puts it back. After the session the fleet is torn down, and the teardown is checked from the kernel's view: no mount,
-no process, no listening port left.
+files) are made once for this package (tests/e2e/). A test that changes a host (stops its sshd, holds its dpkg lock,
+removes a package) puts it back. When the package's last test is done the fleet is torn down — not at the end of the
+whole session, so three hosts do not sit on the disk while the rest of the suite runs — and the teardown is checked
+from the kernel's view: no mount, no process, no listening port left.
 
 What cannot be real here: AMD's side (no repo.radeon.com: `rocm_install: skip`; no GPU: NF4 runs on the CPU) and the
 torch ROCm wheel (torch 2.13.0 CPU stands in for it, named so in the inventory and in the summary).
@@ -48,7 +49,7 @@ class DeployedFleet:
         return self.fleet.host(name)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def deployed(tmp_path_factory) -> Iterator[DeployedFleet]:
     if os.geteuid() != 0:
         pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
