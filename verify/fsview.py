@@ -24,6 +24,7 @@ class FileSystemView:
         # The analysed process's working directory (for relative names and empty path elements).
         self.cwd = cwd if cwd is not None else (os.getcwd() if not self.root else "/")
         self._listings: dict[str, frozenset[str] | None] = {}
+        self._listings_by_inode: dict[tuple[int, int], frozenset[str]] = {}
         self._resolved: dict[str, str | None] = {}
         self._elf: dict[tuple[int, int], ElfInfo | ElfError] = {}
         self._places: dict[tuple[str, tuple[str, ...]], tuple[tuple[str, frozenset[str]], ...]] = {}
@@ -82,10 +83,17 @@ class FileSystemView:
         if cached is not False:
             return cached
         host = self.host_path(directory)
-        try:
-            names = frozenset(os.listdir(host)) if host else None
-        except OSError:
-            names = None
+        names = None
+        if host:
+            try:
+                # Listed once per directory, not per path: /lib/x86_64-linux-gnu is /usr/lib/x86_64-linux-gnu on a
+                # merged-/usr system, and $ORIGIN/../.. paths reach the same venv directories under several names.
+                st = os.stat(host)
+                names = self._listings_by_inode.get((st.st_dev, st.st_ino))
+                if names is None:
+                    names = self._listings_by_inode[st.st_dev, st.st_ino] = frozenset(os.listdir(host))
+            except OSError:
+                names = None
         self._listings[directory] = names
         return names
 
