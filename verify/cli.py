@@ -13,10 +13,14 @@ import sys
 COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with just the command `only`.
+
+    A run imports the module of the command it runs and no other: `verify ldd FILE` need not import what `check`
+    needs (the runtime probe, the dpkg database, the report schema), which cost it more than the analysis itself."""
     parser = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         module_name = f"verify.commands.{name.replace('-', '_')}"
         try:
             module = importlib.import_module(module_name)
@@ -29,7 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
+    # parser with every command, for the full list of choices.
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
