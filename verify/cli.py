@@ -9,6 +9,8 @@ import argparse
 import importlib
 import sys
 
+from verify.oneshot import one_command_process
+
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
 COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
 
@@ -33,13 +35,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
-    # parser with every command, for the full list of choices.
-    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
-    try:
-        return args.run(args)
-    except BrokenPipeError:  # `… | head` is not an error
-        sys.stderr.close()
-        return 0
+    """The entry point of a verifier process (`python -m verify`, the zipapp): see verify/oneshot.py."""
+    with one_command_process():
+        argv = sys.argv[1:] if argv is None else argv
+        # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
+        # parser with every command, for the full list of choices.
+        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+        args = parser.parse_args(argv)
+        try:
+            return args.run(args)
+        except BrokenPipeError:  # `… | head` is not an error
+            sys.stderr.close()
+            return 0
