@@ -12,6 +12,7 @@ What it does not do: relocations, symbols, versions, notes — the linkage analy
 from __future__ import annotations
 
 import io
+import os
 import struct
 from dataclasses import dataclass
 
@@ -268,6 +269,10 @@ def _vaddr_to_offset(vaddr: int, loads, path: str) -> int:
 def _read_at(stream, head: bytes, offset: int, size: int, path: str, what: str) -> bytes:
     if offset + size <= len(head):
         return head[offset : offset + size]
+    # Sizes come from the file: a corrupt one (p_filesz = 2**60) must be an ElfError, not a MemoryError from
+    # allocating the read buffer, so check against the file's real size first.
+    if offset + size > os.fstat(stream.fileno()).st_size:
+        raise ElfError(path, f"{what} at offset {offset:#x} (+{size} bytes) runs past the end of the file (truncated)")
     stream.seek(offset)
     data = stream.read(size)
     if len(data) != size:

@@ -151,6 +151,25 @@ def test_random_corruption_never_escapes_as_another_exception(b, tmp_path):
     assert outcomes["error"] > 0 and outcomes["ok"] > 0
 
 
+@pytest.mark.parametrize("field", ["p_offset", "p_filesz"])
+def test_absurd_sizes_in_program_headers_are_an_error_not_a_crash(b, tmp_path, field):
+    """A corrupt PT_DYNAMIC/PT_INTERP offset or size (2**60) must not make the reader allocate it."""
+    import struct
+
+    original = b.lib("d/libhuge.so", soname="libhuge.so", needed=["liba.so"], runpath="$ORIGIN")
+    data = bytearray(original.read_bytes())
+    phoff, phnum = struct.unpack_from("<Q", data, 32)[0], struct.unpack_from("<H", data, 56)[0]
+    where = {"p_offset": 8, "p_filesz": 32}[field]
+    for index in range(phnum):
+        if struct.unpack_from("<I", data, phoff + index * 56)[0] == 2:  # PT_DYNAMIC
+            struct.pack_into("<Q", data, phoff + index * 56 + where, 1 << 60)
+    path = tmp_path / "libhuge.so"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ElfError, match="past the end of the file") as caught:
+        read_elf(str(path))
+    assert str(caught.value).startswith(f"{path}: PT_DYNAMIC")
+
+
 def test_section_headers_are_never_read(b, tmp_path):
     """The loader ignores section headers, and so does the reader: with e_shoff pointing far past the end of the
     file (which pyelftools' ELFFile refuses), the dynamic information is still read. That is also why the cost does
