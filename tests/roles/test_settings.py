@@ -99,11 +99,13 @@ def test_every_schema_key_is_a_host_settings_field_and_has_a_meaning():
 def test_readme_table_lists_exactly_the_schema_keys():
     """The README's variables table is pasted from `python -m roles.settings`; it must list exactly these keys."""
     readme = (REPO / "README.md").read_text()
-    rows = re.findall(r"^\| `([a-z_0-9]+)` \|", readme, flags=re.MULTILINE)
+    section = re.search(r"^## Inventory variables\n(.*?)(?=^## )", readme, flags=re.MULTILINE | re.DOTALL)
+    assert section, "README.md has no '## Inventory variables' section"
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \|", section.group(1), flags=re.MULTILINE)
     assert rows, "README.md has no table of inventory variables: paste the output of `python -m roles.settings`"
     assert rows == list(KEYS), "README's variables table differs from roles/settings.py: re-paste `python -m roles.settings`"
     for line in markdown_table().splitlines()[2:]:
-        assert line in readme, f"README row out of date: {line}"
+        assert line in section.group(1), f"README row out of date: {line}"
 
 
 # --- the real CLI ---------------------------------------------------------------------------------------------------
