@@ -70,8 +70,10 @@ def _strays(facts: Mapping[str, Any]) -> str:
         return "not checked"
     if not strays.get("count"):
         return "none"
-    names = strays.get("packages") or []
     risky = set(strays.get("binding_risk") or [])
+    # The packages that ship a SONAME a ROCm 7.2 consumer could bind to matter most: list them first, so the cut
+    # to four names never hides one behind "+N".
+    names = sorted(strays.get("packages") or [], key=lambda name: name not in risky)
     shown = ", ".join(f"{n}{' ⚠' if n in risky else ''}" for n in names[:4])
     more = f" +{len(names) - 4}" if len(names) > 4 else ""
     return f"{strays['count']}: {shown}{more}"

@@ -114,3 +114,14 @@ def test_html_is_one_self_contained_page(outcomes):
     assert "Lab <fleet>" in "".join(parsed.text) and "<fleet>" not in page  # escaped
     classes = [attrs.get("class") for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class")]
     assert classes == ["FAIL", "FAIL", "PASS", "WARN", "UNREACHABLE", "NOTVERIFIED"]
+
+
+def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
+    """Seven strays as Debian 12 really pulls them in (alphabetical, the two binding risks last): the row names the
+    risky ones first, marked, and counts the rest."""
+    packages = ["libamd-comgr2", "libamdhip64-5", "libhsakmt1", "librocsparse0", "libdrm-amdgpu1x",
+                "libhsa-runtime64-1", "librocm-smi64-1"]
+    risky = ["libhsa-runtime64-1", "librocm-smi64-1"]
+    report = {"facts": {"strays": {"count": 7, "packages": packages, "binding_risk": risky}}, "checks": []}
+    cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
+    assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell
