@@ -14,20 +14,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
 from tests.support.debs import build_deb
+from tests.support.fleet_deploy import deploy
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-REPO = Path(__file__).resolve().parents[2]
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 PREFIX = "rocm-fleet apt hook:"
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
 NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
@@ -44,27 +41,9 @@ def fleet(tmp_path_factory):
     reports = tmp_path_factory.mktemp("reports")
     with Fleet.up(n=1, login="admin", data={"reports_dir": str(reports)}) as up:
         host = up.host("ws1")
-        code, _, stderr = pyinfra(up, "tasks/venv.py")
-        assert code == 0, stderr[-3000:]
+        run = deploy(up.inventory, "tasks/venv.py")
+        assert run.returncode == 0, run.explain()
         yield up, host, reports
-
-
-def pyinfra(up, task: str, *data: str) -> tuple[int, dict | None, str]:
-    """(exit code, pyinfra's --json results — None when every host failed, stderr)."""
-    argv = [PYINFRA, str(up.inventory), task, "-y", "--json"]
-    for item in data:
-        argv += ["--data", item]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=900,
-                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"})
-    try:
-        results = json.loads(done.stdout)["results"]
-    except (ValueError, KeyError, TypeError):
-        results = None
-    return done.returncode, results, done.stderr
-
-
-def changed(results: dict) -> list[str]:
-    return [op["name"] for op in results["operations"] if op["success"]]
 
 
 def apt(host, *arguments: str):
@@ -95,23 +74,25 @@ def snapshot(root: Path) -> dict[str, tuple]:
 
 def test_hook_installed_then_nothing_to_do(fleet):
     up, host, _ = fleet
-    code, results, stderr = pyinfra(up, "tasks/apt_hook.py")
-    assert code == 0, stderr
-    assert HOOK_OP in changed(results)
+    run = deploy(up.inventory, "tasks/apt_hook.py")
+    assert run.returncode == 0, run.explain()
+    assert HOOK_OP in run.changed_operations, run.explain()
     assert "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1" in (
         host.root / CONF_PATH.lstrip("/")).read_text()
     baseline = json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())
     assert baseline["report"]["request"]["static_only"] is True and baseline["drift"] is None
 
     sha = verifier_sha(host)
-    code, results, stderr = pyinfra(up, "tasks/apt_hook.py")
-    assert code == 0, stderr
+    run = deploy(up.inventory, "tasks/apt_hook.py")
+    assert run.returncode == 0, run.explain()
     if verifier_sha(host) == sha:  # (others may edit verify/ in this working tree while the test runs)
-        assert changed(results) == [], stderr
+        # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
+        assert run.results and run.changed_operations == [], run.explain()
 
     # The baseline report of the controller: the host fails (no system ROCm), as it will throughout.
-    code, _, stderr = pyinfra(up, "tasks/verify.py")
-    assert code == 1 and "[ws1] ws1: verification failed — linkage.static: libhipblas.so.3" in stderr, stderr
+    run = deploy(up.inventory, "tasks/verify.py")
+    assert run.returncode == 1 and "[ws1] ws1: verification failed — linkage.static: libhipblas.so.3" in run.log, (
+        run.explain())
 
 
 def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
@@ -128,10 +109,10 @@ def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
 
 def test_the_next_verify_run_reports_the_drift(fleet):
     up, _, reports = fleet
-    code, _, stderr = pyinfra(up, "tasks/verify.py")
-    assert code == 1, stderr
+    run = deploy(up.inventory, "tasks/verify.py")
+    assert run.returncode == 1, run.explain()
     previous = "DRIFT worse since the previous report ("
-    [line] = [line for line in stderr.splitlines() if previous in line and "librocm-smi64-1" in line]
+    [line] = [line for line in run.log.splitlines() if previous in line and "librocm-smi64-1" in line]
     assert line.strip().startswith(f"[ws1] {previous}") and line.endswith(NEW_STRAY.replace("worse: ", "", 1))
     summary = (reports / "summary.md").read_text()
     assert line.strip()[len("[ws1] "):] in summary
@@ -149,13 +130,13 @@ def test_purging_it_clears_the_warning(fleet):
 def test_verify_changes_nothing_on_the_host_but_the_uploaded_verifier_and_states_what_cleared(fleet):
     up, host, _ = fleet
     before = snapshot(host.root)
-    code, _, stderr = pyinfra(up, "tasks/verify.py")
+    run = deploy(up.inventory, "tasks/verify.py")
     after = snapshot(host.root)
-    assert code == 1, stderr
+    assert run.returncode == 1, run.explain()
     moved = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
     assert set(moved) <= {"/var/lib/rocm-fleet/verify.pyz"}, moved
-    assert "[ws1] DRIFT better since the previous report (" in stderr
-    assert "stray package gone: librocm-smi64-1 5.2.3-2" in stderr
+    assert "[ws1] DRIFT better since the previous report (" in run.log, run.explain()
+    assert "stray package gone: librocm-smi64-1 5.2.3-2" in run.log, run.explain()
 
 
 def test_the_hooks_own_failure_is_one_line_and_leaves_apts_exit_status(fleet, tmp_path):
@@ -170,9 +151,9 @@ def test_the_hooks_own_failure_is_one_line_and_leaves_apts_exit_status(fleet, tm
 
 def test_apt_hook_false_removes_it(fleet):
     up, host, _ = fleet
-    code, results, stderr = pyinfra(up, "tasks/apt_hook.py", "apt_hook=false")
-    assert code == 0, stderr
-    assert changed(results) == ["Apt hook | Remove the apt hook (apt_hook: False)"]
+    run = deploy(up.inventory, "tasks/apt_hook.py", "apt_hook=false")
+    assert run.returncode == 0, run.explain()
+    assert run.changed_operations == ["Apt hook | Remove the apt hook (apt_hook: False)"], run.explain()
     assert not (host.root / CONF_PATH.lstrip("/")).exists() and not (host.root / HOOK_DIR.lstrip("/")).exists()
     code, hook, output = apt(host, "install", "--reinstall", "/tmp/ok.deb")
     assert code == 0 and hook == [], output[-2000:]

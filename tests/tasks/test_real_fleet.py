@@ -9,22 +9,20 @@ once against a stand-in tree of another release (/opt/rocm-6.4.1 with only its .
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from roles.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
+from tests.support.fleet_deploy import deploy
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-REPO = Path(__file__).resolve().parents[2]
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+RUN_TIMEOUT = 600  # seconds for one pyinfra run of one stage
 DISTRO_ROCM = ("rocminfo", "rocm-cmake", "rocm-device-libs")  # Debian 12: 5.2.3-2, 5.4.0-1, 5.2.3-2
 
 
@@ -51,125 +49,113 @@ def fleet(tmp_path_factory):
         yield up, root
 
 
-def _pyinfra(fleet, task: str, *data: str) -> tuple[int, dict | None, str]:
-    """(exit code, pyinfra's --json results — None when every host failed and pyinfra printed none, stderr)."""
-    up, _ = fleet
-    argv = [PYINFRA, str(up.inventory), task, "-y", "--json"]
-    for item in data:
-        argv += ["--data", item]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"})
-    try:
-        results = json.loads(done.stdout)["results"]
-    except (ValueError, KeyError, TypeError):
-        results = None
-    return done.returncode, results, done.stderr
-
-
-def _changed(results: dict) -> list[str]:
-    return [op["name"] for op in results["operations"] if op["success"]]
-
-
 def _installed(root: Path) -> dict[str, str]:
     out = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' " + " ".join(DISTRO_ROCM)
                   + " lab-rocm-tools 2>/dev/null || true")
     return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
 
 
-def _host_lines(stderr: str) -> list[str]:
-    return [line.strip() for line in stderr.splitlines() if line.strip().startswith("[ws1] ")]
+def _host_lines(log: str) -> list[str]:
+    return [line.strip() for line in log.splitlines() if line.strip().startswith("[ws1] ")]
 
 
 def test_preflight_passes_on_a_fit_host(fleet):
-    code, results, stderr = _pyinfra(fleet, "tasks/preflight.py")
-    assert code == 0, stderr
-    assert _changed(results) == [] and results["failed_hosts"] == []
+    up, _ = fleet
+    run = deploy(up.inventory, "tasks/preflight.py", timeout=RUN_TIMEOUT)
+    assert run.returncode == 0, run.explain()
+    assert run.changed_operations == [] and run.results["failed_hosts"] == [], run.explain()
 
 
 def test_preflight_stops_an_unfit_host_with_one_line(fleet):
-    code, results, stderr = _pyinfra(fleet, "tasks/preflight.py", "gpu_required=true",
-                                     'workstation_users=["maria","ghost"]')
-    assert code == 1
+    up, _ = fleet
+    run = deploy(up.inventory, "tasks/preflight.py", "gpu_required=true", 'workstation_users=["maria","ghost"]',
+                 timeout=RUN_TIMEOUT)
+    assert run.returncode == 1, run.explain()
     # The fleet's only host failed, so pyinfra ends with "No hosts remaining!" and prints no JSON results.
-    assert "No hosts remaining" in stderr
-    reasons = [line for line in _host_lines(stderr) if "preflight:" in line]
+    assert "No hosts remaining" in run.log, run.explain()
+    reasons = [line for line in _host_lines(run.log) if "preflight:" in line]
     assert reasons == [
         "[ws1] preflight: no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or "
         "set gpu_required: False for a host without a GPU; user(s) ghost do not exist (workstation_users / "
-        "venv_owner): create them, or fix the inventory"], stderr
+        "venv_owner): create them, or fix the inventory"], run.explain()
 
 
 def test_colliding_packages_stop_policy_changes_nothing(fleet):
-    _, root = fleet
+    up, root = fleet
     before = _installed(root)
-    code, results, stderr = _pyinfra(fleet, "tasks/colliding_packages.py", "colliding_packages=stop")
-    assert code == 1
-    [reason] = [line for line in _host_lines(stderr) if "colliding packages:" in line]
+    run = deploy(up.inventory, "tasks/colliding_packages.py", "colliding_packages=stop", timeout=RUN_TIMEOUT)
+    assert run.returncode == 1, run.explain()
+    [reason] = [line for line in _host_lines(run.log) if "colliding packages:" in line]
     assert reason == (
         "[ws1] colliding packages: rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 "
         "(distro; sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204) "
         "would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them (sudo apt-get "
-        "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove")
+        "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove"), run.explain()
     assert _installed(root) == before
 
 
 def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
-    _, root = fleet
+    up, root = fleet
     lock_path = root / "var/lib/dpkg/lock-frontend"
     holder = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o640)
     try:
         # The same kind of lock apt takes (fcntl), on the same file: for the host's apt, another package run is busy.
         fcntl.lockf(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        code, results, stderr = _pyinfra(fleet, "tasks/colliding_packages.py", "dpkg_lock_timeout=2")
+        run = deploy(up.inventory, "tasks/colliding_packages.py", "dpkg_lock_timeout=2", timeout=RUN_TIMEOUT)
     finally:
         os.close(holder)
-    assert code == 1
-    assert f"[ws1] {lock_expired_message(2)}" in _host_lines(stderr), stderr
-    assert "Could not get lock /var/lib/dpkg/lock-frontend" in stderr  # apt's own words, naming the file
+    assert run.returncode == 1, run.explain()
+    assert f"[ws1] {lock_expired_message(2)}" in _host_lines(run.log), run.explain()
+    # apt's own words, naming the file
+    assert "Could not get lock /var/lib/dpkg/lock-frontend" in run.log, run.explain()
     assert _installed(root)["rocminfo"] == "ii"
 
 
 def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
-    _, root = fleet
-    code, results, stderr = _pyinfra(fleet, "tasks/colliding_packages.py")
-    assert code == 0, stderr
-    assert _changed(results) == ["Colliding packages | Remove distro packages that block amdgpu-install"]
+    up, root = fleet
+    run = deploy(up.inventory, "tasks/colliding_packages.py", timeout=RUN_TIMEOUT)
+    assert run.returncode == 0, run.explain()
+    assert run.changed_operations == ["Colliding packages | Remove distro packages that block amdgpu-install"], (
+        run.explain())
     assert ("[ws1] removing rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 (distro; "
             "sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204): apt "
             "would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367); apt also "
-            "removes what depends on them: lab-rocm-tools 1.0") in _host_lines(stderr)
+            "removes what depends on them: lab-rocm-tools 1.0") in _host_lines(run.log), run.explain()
     after = _installed(root)
     assert all(after.get(name, "rc")[1] in "cn" for name in (*DISTRO_ROCM, "lab-rocm-tools")), after
 
 
 def test_second_run_of_preflight_and_colliding_packages_changes_nothing(fleet):
+    up, _ = fleet
     for task in ("tasks/preflight.py", "tasks/colliding_packages.py"):
-        code, results, stderr = _pyinfra(fleet, task)
-        assert code == 0, stderr
-        assert _changed(results) == [], task
+        run = deploy(up.inventory, task, timeout=RUN_TIMEOUT)
+        assert run.returncode == 0, run.explain()
+        # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
+        assert run.results and run.changed_operations == [], f"{task}: {run.explain()}"
 
 
 def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
-    _, root = fleet
-    code, results, stderr = _pyinfra(fleet, "tasks/rocm.py", "rocm_install=skip")
-    assert code == 0, stderr
-    assert _changed(results) == ["GPU access | workstation_users in render and video"]
+    up, root = fleet
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
+    assert run.returncode == 0, run.explain()
+    assert run.changed_operations == ["GPU access | workstation_users in render and video"], run.explain()
     assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
-    code, results, stderr = _pyinfra(fleet, "tasks/rocm.py", "rocm_install=skip")
-    assert code == 0 and _changed(results) == [], stderr
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
+    # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
+    assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
 
 
 def test_rocm_stage_stops_beside_another_release(fleet):
     """Stand-in: /opt/rocm-6.4.1 holds only its .info/version (no AMD packages exist here)."""
-    _, root = fleet
+    up, root = fleet
     (root / "opt/rocm-6.4.1/.info").mkdir(parents=True)
     (root / "opt/rocm-6.4.1/.info/version").write_text("6.4.1-83\n")
     try:
-        code, results, stderr = _pyinfra(fleet, "tasks/rocm.py")
-        assert code == 1
+        run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT)
+        assert run.returncode == 1, run.explain()
         assert ("[ws1] ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
                 "'stop': uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: "
-                "side-by-side") in _host_lines(stderr)
+                "side-by-side") in _host_lines(run.log), run.explain()
         assert not (root / "var/cache/rocm-fleet").exists(), "nothing may be downloaded for a stopped host"
     finally:
         subprocess.run(["rm", "-rf", str(root / "opt/rocm-6.4.1")], check=True)

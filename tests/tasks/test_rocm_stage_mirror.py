@@ -7,22 +7,20 @@ and a second run that changes nothing."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.amd_mirror import build_deb, build_mirror, rocm_core_scripts, serving
+from tests.support.fleet_deploy import deploy
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-REPO = Path(__file__).resolve().parents[2]
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+RUN_TIMEOUT = 600  # seconds for one pyinfra run of the ROCm stage on one host
 DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
 
 
@@ -63,52 +61,34 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
     _chroot(root, f"dpkg -i /tmp/{core.name} /tmp/{meta.name}")
 
 
-def _pyinfra(workstation, *data: str, host: str = "ws1") -> tuple[int, dict | None, str]:
-    up, _, _ = workstation
-    argv = [PYINFRA, str(up.inventory), "tasks/rocm.py", "-y", "--json", "--limit", host]
-    for item in data:
-        argv += ["--data", item]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600,
-                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"})
-    try:
-        results = json.loads(done.stdout)["results"]
-    except (ValueError, KeyError, TypeError):
-        results = None
-    return done.returncode, results, done.stderr
-
-
-def _changed(results: dict) -> list[str]:
-    return [op["name"] for op in results["operations"] if op["success"]]
-
-
-def _host_lines(stderr: str, host: str = "ws1") -> list[str]:
-    return [re.sub(rf"^\[{host}\]\s+", f"[{host}] ", line.strip()) for line in stderr.splitlines()
+def _host_lines(log: str, host: str = "ws1") -> list[str]:
+    return [re.sub(rf"^\[{host}\]\s+", f"[{host}] ", line.strip()) for line in log.splitlines()
             if line.strip().startswith(f"[{host}]")]
 
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
-    _, root, _ = workstation
-    code, _, stderr = _pyinfra(workstation, "amdgpu_install_sha256=" + "f" * 64)
-    assert code == 1
-    assert "SHA256 did not match!" in stderr
+    up, root, _ = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, timeout=RUN_TIMEOUT, limit="ws1")
+    assert run.returncode == 1, run.explain()
+    assert "SHA256 did not match!" in run.log, run.explain()
     assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in ("", "un")
     assert not (root / "opt/rocm-7.2.4").exists()
 
 
 def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
-    _, root, url = workstation
-    code, results, stderr = _pyinfra(workstation)
-    assert code == 0, stderr[-3000:]
+    up, root, url = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    assert run.returncode == 0, run.explain()
     # No download: the file the last run fetched is the right one (only the checksum it was given was wrong).
-    assert _changed(results) == [
+    assert run.changed_operations == [
         "ROCm | Install amdgpu-install 7.2.4.70204-1",
         "ROCm | Check AMD's apt lists",
         "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
         "GPU access | workstation_users in render and video",
-    ]
+    ], run.explain()
     assert (f"[ws1] fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
             f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
-            ) in _host_lines(stderr)
+            ) in _host_lines(run.log), run.explain()
     assert (root / "etc/apt/sources.list.d/rocm.list").read_text().splitlines()[1:] == [
         f"deb [arch=amd64 trusted=yes] {url}/rocm/apt/7.2.4 jammy main",
         f"deb [arch=amd64 trusted=yes] {url}/graphics/7.2.4/ubuntu jammy main"]
@@ -122,21 +102,23 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
 
 
 def test_second_run_changes_nothing(workstation):
-    code, results, stderr = _pyinfra(workstation)
-    assert code == 0, stderr[-3000:]
-    assert _changed(results) == []
+    up, _, _ = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    assert run.returncode == 0, run.explain()
+    # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
+    assert run.results and run.changed_operations == [], run.explain()
 
 
 def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
     """Another release registered as the /opt/rocm alternative (a stand-in directory) and selected by hand."""
-    _, root, _ = workstation
+    up, root, _ = workstation
     _chroot(root, "mkdir -p /opt/rocm-6.4.1/.info && echo 6.4.1-83 > /opt/rocm-6.4.1/.info/version && "
                   "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
                   "update-alternatives --set rocm /opt/rocm-6.4.1")
     try:
-        code, results, stderr = _pyinfra(workstation)
-        assert code == 0, stderr[-3000:]
-        assert _changed(results) == ["ROCm | /opt/rocm -> /opt/rocm-7.2.4"]
+        run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+        assert run.returncode == 0, run.explain()
+        assert run.changed_operations == ["ROCm | /opt/rocm -> /opt/rocm-7.2.4"], run.explain()
         assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
     finally:
         _chroot(root, "update-alternatives --remove rocm /opt/rocm-6.4.1; rm -rf /opt/rocm-6.4.1")
@@ -145,23 +127,24 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
 def test_another_release_stops_the_host_by_default(workstation):
     up, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    code, _, stderr = _pyinfra(workstation, host="ws2")
-    assert code == 1
+    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws2")
+    assert run.returncode == 1, run.explain()
     assert ("[ws2] ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
             "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
-            ) in _host_lines(stderr, "ws2")
+            ) in _host_lines(run.log, "ws2"), run.explain()
     assert not (root / "opt/rocm-7.2.4").exists()
 
 
 def test_side_by_side_installs_beside_a_multi_version_release(workstation):
     up, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    code, results, stderr = _pyinfra(workstation, "rocm_other_release=side-by-side", host="ws2")
-    assert code == 0, stderr[-3000:]
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    assert run.returncode == 0, run.explain()
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
         "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4")
     installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
     assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
     assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
-    code, results, stderr = _pyinfra(workstation, "rocm_other_release=side-by-side", host="ws2")
-    assert code == 0 and _changed(results) == [], stderr[-3000:]
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
+    assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
