@@ -15,13 +15,10 @@ from collections.abc import Iterator
 
 from .errors import FleetError
 from .fleet import MAX_HOSTS, Fleet, FleetInUse, down, list_fleets
+from .interrupts import SIGNALS, Interrupted, raise_interrupted, unwind_on_signals
 from .layout import check_name
 
 log = logging.getLogger("localfleet")
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt, so a half-done `up` tears itself down."""
 
 
 _interrupts: list[int] = []
@@ -33,14 +30,14 @@ def _interrupt(signum: int, frame) -> None:
         log.warning("%s: already tearing down, please wait", signal.Signals(signum).name)
         return
     _interrupts.append(signum)
-    raise Interrupted(signal.Signals(signum).name)
+    raise_interrupted(signum, frame)
 
 
 @contextlib.contextmanager
 def _signals_deferred() -> Iterator[None]:
     """While tearing down, a further Ctrl-C/SIGTERM must not leave half a teardown: note it, act after."""
     pending: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in SIGNALS}
     try:
         yield
     finally:
@@ -133,8 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="localfleet: %(message)s",
                         stream=sys.stderr)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _interrupt)
+    unwind_on_signals(_interrupt)  # a half-done `up` tears itself down
     try:
         return args.run(args)
     except FleetError as error:

@@ -28,6 +28,7 @@ from .commands import die_with_parent
 from .demo_verdict import DemoVerdict, judge_demo
 from .errors import FleetError
 from .fleet import Fleet
+from .interrupts import SIGNALS, Interrupted, unwind_on_signals
 from .layout import REPO
 
 log = logging.getLogger("localfleet.demo")
@@ -60,18 +61,10 @@ Expected: every host verified, and failing only because it has no system ROCm (b
 found) and torch is the CPU stand-in. Reports: {reports}/; bin/demo exits 1."""
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM: unwinds like KeyboardInterrupt, so the fleet is torn down on the way out."""
-
-
-def _interrupt(signum: int, frame) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
 @contextlib.contextmanager
 def _signals_ignored() -> Iterator[None]:
     """A teardown must finish: a second Ctrl-C (or a SIGTERM) while it runs would leave mounts and sshd behind."""
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in SIGNALS}
     try:
         yield
     finally:
@@ -160,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
               "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`", file=sys.stderr)
         return EXIT_NOT_ROOT
     logging.basicConfig(level=logging.INFO, format="localfleet: %(message)s", stream=sys.stderr)
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _interrupt)
+    unwind_on_signals()  # the fleet is torn down on the way out
     try:
         return demo(reports_dir=args.reports_dir.resolve())
     except FleetError as error:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fleet_checks import leftovers
+from tests.support.signals import block_interrupts
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bin/demo brings up a local fleet")]
@@ -69,10 +70,10 @@ def test_the_demo_refuses_to_run_unless_root_in_one_line():
 
 
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
-def test_an_interrupted_demo_tears_its_fleet_down(how, tmp_path):
+def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signal_blocked(how, tmp_path):
     with open(tmp_path / "stderr", "w") as stderr_file:
         process = subprocess.Popen([DEMO, "--reports-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=stderr_file,
-                                   text=True, start_new_session=True)
+                                   text=True, start_new_session=True, preexec_fn=block_interrupts)
     try:
         seen = []
         for line in process.stdout:

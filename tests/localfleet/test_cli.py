@@ -16,6 +16,7 @@ from localfleet import Fleet
 from localfleet.layout import REPO, Layout
 
 from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
+from ..support.signals import block_interrupts
 from .conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
@@ -35,10 +36,10 @@ def cli(cache, *args, **kwargs):
                           env=env, timeout=300, **kwargs)
 
 
-def start_up(cache, name, hosts=3):
+def start_up(cache, name, hosts=3, **kwargs):
     return subprocess.Popen([sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+                            env={**os.environ, "LOCALFLEET_CACHE": str(cache)}, **kwargs)
 
 
 def wait_for_line(process, text):
@@ -78,8 +79,8 @@ def test_up_status_down(cache):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_halfway_through_up_tears_down_and_exits_130(cache, sig):
-    up = start_up(cache, "sig")
+def test_a_signal_halfway_through_up_tears_down_and_exits_130_even_if_started_with_it_blocked(cache, sig):
+    up = start_up(cache, "sig", preexec_fn=block_interrupts)
     lines = wait_for_line(up, "ws2 listens on")
     up.send_signal(sig)
     _, rest = up.communicate(timeout=120)
