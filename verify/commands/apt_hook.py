@@ -183,6 +183,8 @@ def _on_time_limit(signum, frame):
 def _start_time_limit(seconds: float) -> None:
     if seconds > 0:
         signal.signal(signal.SIGALRM, _on_time_limit)
+        # A signal mask survives exec: started with SIGALRM blocked, the limit would never fire and apt would wait.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGALRM})
         signal.setitimer(signal.ITIMER_REAL, math.ceil(seconds * 1000) / 1000)
 
 

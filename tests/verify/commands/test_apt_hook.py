@@ -13,6 +13,7 @@ import compileall
 import io
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
@@ -44,11 +45,12 @@ def entry(copy: Path) -> Path:
     return copy / "verify" / "commands" / "apt_hook.py"
 
 
-def hook(copy: Path, root: Path, state: Path, *extra: str, python: str = PYTHON) -> subprocess.CompletedProcess:
+def hook(copy: Path, root: Path, state: Path, *extra: str, python: str = PYTHON,
+         **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(
         [python, "-I", str(entry(copy)), "--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1",
          "--root", str(root), "--state-dir", str(state), *extra],
-        capture_output=True, text=True, timeout=120, cwd="/",
+        capture_output=True, text=True, timeout=120, cwd="/", **kwargs,
     )
 
 
@@ -137,6 +139,13 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
 def test_its_own_failures_print_one_line_and_exit_0(copy, workstation, tmp_path, case, arguments, expected):
     assert lines(hook(copy, workstation.root, tmp_path / "state", *arguments)) == [expected]
     assert not (tmp_path / "state").exists()  # nothing recorded
+
+
+def test_the_time_limit_holds_even_if_apt_started_the_hook_with_sigalrm_blocked(copy, workstation, tmp_path):
+    blocked = hook(copy, workstation.root, tmp_path / "state", "--time-limit", "0.001",
+                   preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}))
+    assert lines(blocked) == [f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected "
+                              "— re-verify with: pyinfra INVENTORY tasks/verify.py"]
 
 
 @pytest.mark.parametrize("how, expected", [
