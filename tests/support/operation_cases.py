@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,12 @@ def process_fact(fact_cls, output: list[str]) -> Any:
     """What pyinfra hands an operation for this command output: process(lines), or the default when there are none."""
     fact = fact_cls()
     return fact.process(output) if output else fact.default()
+
+
+def run_fact_here(fact_cls, **arguments) -> Any:
+    """The fact's real command run on this machine with `sh -c`, processed as pyinfra would: for the facts whose
+    answer here is known (this machine's OS, no ROCm installed)."""
+    command = fact_cls().command(**arguments)
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert done.returncode == 0, f"{command}: {done.stderr}"
+    return process_fact(fact_cls, done.stdout.splitlines())

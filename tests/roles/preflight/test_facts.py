@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import platform
 import pwd
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from roles.preflight import facts
-from tests.support.operation_cases import fact_cases, jsonable, process_fact
+from tests.support.operation_cases import fact_cases, jsonable, process_fact, run_fact_here
 
 CASES = fact_cases(Path(__file__).parent / "facts")
 GiB = 1024**3
@@ -24,22 +23,15 @@ def test_fact_case(fact, name, case):
     assert jsonable(process_fact(getattr(facts, fact), case["output"])) == case["fact"]
 
 
-def _run(fact_cls, **arguments):
-    command = fact_cls().command(**arguments)
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    assert done.returncode == 0, f"{command}: {done.stderr}"
-    return process_fact(fact_cls, done.stdout.splitlines())
-
-
 def test_os_release_matches_python():
-    found = _run(facts.OsReleaseFile)
+    found = run_fact_here(facts.OsReleaseFile)
     expected = platform.freedesktop_os_release()
     assert (found.id, found.version_id, found.codename) == (
         expected["ID"], expected["VERSION_ID"], expected.get("VERSION_CODENAME", ""))
 
 
 def test_gpu_devices_match_sysfs():
-    found = _run(facts.GpuDevices)
+    found = run_fact_here(facts.GpuDevices)
     base = Path("/sys/bus/pci/devices")
     expected = sorted((d.name, (d / "vendor").read_text().strip(), (d / "class").read_text().strip())
                       for d in base.iterdir())
@@ -49,7 +41,7 @@ def test_gpu_devices_match_sysfs():
 
 def test_free_space_matches_statvfs_for_existing_and_future_paths(tmp_path):
     future = tmp_path / "not" / "yet" / "venv"  # its nearest existing ancestor decides the filesystem
-    found = {space.path: space for space in _run(facts.FreeSpaceFor, paths=["/opt", str(future)])}
+    found = {space.path: space for space in run_fact_here(facts.FreeSpaceFor, paths=["/opt", str(future)])}
     for path, existing in (("/opt", "/opt"), (str(future), str(tmp_path))):
         stats = os.statvfs(existing)
         # Other processes write to the disk meanwhile: equal within 1 GiB, not to the byte.
@@ -65,6 +57,6 @@ def test_existing_users_match_passwd():
             expected.add(name)
         except KeyError:
             pass
-    assert _run(facts.ExistingUsers, users=asked) == expected
-    assert _run(facts.ExistingUsers, users=[]) == frozenset()
+    assert run_fact_here(facts.ExistingUsers, users=asked) == expected
+    assert run_fact_here(facts.ExistingUsers, users=[]) == frozenset()
 

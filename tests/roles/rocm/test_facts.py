@@ -7,13 +7,12 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from roles.rocm import facts
-from tests.support.operation_cases import fact_cases, jsonable, process_fact
+from tests.support.operation_cases import fact_cases, jsonable, process_fact, run_fact_here
 
 CASES = fact_cases(Path(__file__).parent / "facts")
 
@@ -23,27 +22,20 @@ def test_fact_case(fact, name, case):
     assert jsonable(process_fact(getattr(facts, fact), case["output"])) == case["fact"]
 
 
-def _run(fact_cls, **arguments):
-    command = fact_cls().command(**arguments)
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    assert done.returncode == 0, f"{command}: {done.stderr}"
-    return process_fact(fact_cls, done.stdout.splitlines())
-
-
 def test_installed_rocm_on_a_host_without_rocm():
     assert not os.path.lexists("/opt/rocm") and not any(Path("/opt").glob("rocm-*")), "this machine has ROCm"
-    found = _run(facts.InstalledRocm)
+    found = run_fact_here(facts.InstalledRocm)
     assert (found.trees, found.opt_rocm, found.packages) == ((), "", ())
 
 
 def test_rocm_apt_lists_absent():
     assert not Path("/etc/apt/sources.list.d/rocm.list").exists()
-    assert _run(facts.RocmAptLists) == {}
+    assert run_fact_here(facts.RocmAptLists) == {}
 
 
 def test_group_accounts_match_grp_and_pwd():
     asked_groups = ["video", "render", "root"]
-    found = _run(facts.GroupAccounts, users=["root", "nobody", "no-such-user-h3a"], groups=asked_groups)
+    found = run_fact_here(facts.GroupAccounts, users=["root", "nobody", "no-such-user-h3a"], groups=asked_groups)
     existing = set()
     for name in asked_groups:
         try:
