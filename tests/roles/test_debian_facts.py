@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from roles import debian_facts
-from tests.support.operation_cases import fact_cases, jsonable, process_fact
+from tests.support.operation_cases import case_ids, grouped_cases, jsonable, process_fact
 
-CASES = fact_cases(Path(__file__).parent / "debian_facts")
+CASES = grouped_cases(Path(__file__).parent / "debian_facts")
 
 
-@pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=[f"{f}/{n}" for f, n, _ in CASES])
+@pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=case_ids(CASES))
 def test_fact_case(fact, name, case):
     assert jsonable(process_fact(getattr(debian_facts, fact), case["output"])) == case["fact"]
 

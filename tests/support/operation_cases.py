@@ -93,10 +93,28 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def fact_cases(directory: Path) -> list[tuple[str, str, dict]]:
-    """(fact class name, case name, case) for every facts/<Fact>/<case>.json under `directory`."""
-    return [(fact_dir.name, name, case) for fact_dir in sorted(p for p in directory.iterdir() if p.is_dir())
-            for name, case in load_cases(fact_dir)]
+def grouped_cases(directory: Path) -> list[tuple[str, str, dict]]:
+    """(subject, case name, case) for every <subject>/<case>.json under `directory`, where the subject is the name of
+    a fact class or an operation."""
+    return [(subject.name, name, case) for subject in sorted(p for p in directory.iterdir() if p.is_dir())
+            for name, case in load_cases(subject)]
+
+
+def case_ids(cases: list[tuple[str, str, dict]]) -> list[str]:
+    return [f"{subject}/{name}" for subject, name, _ in cases]
+
+
+def check_operation_case(operation, case: dict) -> None:
+    """The operation, on a host with the case's fact outputs, yields exactly the case's commands; when it yields none,
+    it gives the case's noop description (pyinfra's own rule: doing nothing must say what is already true), and when
+    it yields some, no noop description."""
+    commands, noops = run_operation(operation, case["facts"], **case["args"])
+    assert commands == case["commands"]
+    if case["commands"]:
+        assert noops == []
+    else:
+        assert case.get("noop_description"), "a case with no commands needs a noop description"
+        assert noops == [case["noop_description"]], "an operation that does nothing must say why"
 
 
 def process_fact(fact_cls, output: list[str]) -> Any:

@@ -10,19 +10,14 @@ from pathlib import Path
 import pytest
 
 from roles.apt_hook.operations import apt_hook
-from tests.support.operation_cases import load_cases, run_operation
+from tests.support.operation_cases import check_operation_case, load_cases
 
 CASES = load_cases(Path(__file__).parent / "cases" / "apt_hook")
 
 
 @pytest.mark.parametrize("name, case", CASES, ids=[name for name, _ in CASES])
 def test_apt_hook(name, case):
-    commands, noops = run_operation(apt_hook, case["facts"], **case["args"])
-    assert commands == case["commands"]
-    if not case["commands"]:
-        assert noops == [case["noop_description"]], "an operation that does nothing must say why"
-    else:
-        assert noops == []
+    check_operation_case(apt_hook, case)
 
 
 def test_installed_then_already_installed_then_removed_are_all_covered():

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from roles.preflight import facts
-from tests.support.operation_cases import fact_cases, jsonable, process_fact, run_fact_here
+from tests.support.operation_cases import case_ids, grouped_cases, jsonable, process_fact, run_fact_here
 
-CASES = fact_cases(Path(__file__).parent / "facts")
+CASES = grouped_cases(Path(__file__).parent / "facts")
 GiB = 1024**3
 
 
-@pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=[f"{f}/{n}" for f, n, _ in CASES])
+@pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=case_ids(CASES))
 def test_fact_case(fact, name, case):
     assert jsonable(process_fact(getattr(facts, fact), case["output"])) == case["fact"]
 

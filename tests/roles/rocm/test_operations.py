@@ -10,20 +10,15 @@ from pathlib import Path
 import pytest
 
 from roles.rocm import operations
-from tests.support.operation_cases import load_cases, run_operation
+from tests.support.operation_cases import case_ids, check_operation_case, grouped_cases
 
 CASES = Path(__file__).parent / "operations"
-ALL = [(op, name, case) for op in sorted(p.name for p in CASES.iterdir()) for name, case in load_cases(CASES / op)]
+ALL = grouped_cases(CASES)
 
 
-@pytest.mark.parametrize(("operation", "name", "case"), ALL, ids=[f"{op}/{name}" for op, name, _ in ALL])
+@pytest.mark.parametrize(("operation", "name", "case"), ALL, ids=case_ids(ALL))
 def test_operation_case(operation, name, case):
-    commands, noops = run_operation(getattr(operations, operation), case["facts"], **case["args"])
-    assert commands == case["commands"]
-    if not case["commands"]:
-        # Nothing to do must say what is already true (pyinfra's own rule for its operation tests).
-        assert case["noop_description"], f"{operation}/{name}: an empty command list needs a noop description"
-        assert noops == [case["noop_description"]]
+    check_operation_case(getattr(operations, operation), case)
 
 
 def test_every_operation_has_cases():

@@ -11,20 +11,15 @@ from pathlib import Path
 import pytest
 
 from roles.venv import operations
-from tests.support.operation_cases import load_cases, run_operation
+from tests.support.operation_cases import case_ids, check_operation_case, grouped_cases
 
 CASES = Path(__file__).parent / "cases"
-ALL = [(f"{op.name}/{name}", op.name, case) for op in sorted(CASES.iterdir()) for name, case in load_cases(op)]
+ALL = grouped_cases(CASES)
 
 
-@pytest.mark.parametrize("case_id, operation, case", ALL, ids=[case_id for case_id, _, _ in ALL])
-def test_operation(case_id, operation, case):
-    commands, noops = run_operation(getattr(operations, operation), case["facts"], **case["args"])
-    assert commands == case["commands"]
-    if case["commands"]:
-        assert noops == []
-    else:
-        assert noops == [case["noop_description"]], "an operation that does nothing must say why"
+@pytest.mark.parametrize(("operation", "name", "case"), ALL, ids=case_ids(ALL))
+def test_operation_case(operation, name, case):
+    check_operation_case(getattr(operations, operation), case)
 
 
 def test_every_operation_has_cases():
