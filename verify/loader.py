@@ -150,6 +150,24 @@ class _FatalLoadError(Exception):
         self.reason = reason
 
 
+def _memoised(memo: dict, key, compute, skipped: list):
+    """`compute(skips)` once per key for the run: later calls replay its answer, the files it skipped (appended to
+    `skipped`) and the fatal error it raised."""
+    answer = memo.get(key)
+    if answer is None:
+        found_skips: list[str] = []
+        try:
+            answer = (compute(found_skips), tuple(found_skips), None)
+        except _FatalLoadError as error:
+            answer = (None, tuple(found_skips), error)
+        memo[key] = answer
+    value, skips, fatal = answer
+    skipped.extend(skips)
+    if fatal is not None:
+        raise fatal
+    return value
+
+
 def display_dir(directory: str) -> str:
     """glibc keeps search directories with a trailing '/', and '' for the working directory."""
     if directory == "":
@@ -512,21 +530,7 @@ class Loader:
 
     def _open_path(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
         """glibc's open_path over one directory list (memoised per name and list: the answer depends only on files)."""
-        memo = self.memo.walks
-        key = (name, dirs)
-        answer = memo.get(key)
-        if answer is None:
-            found_skips: list[str] = []
-            try:
-                answer = (self._walk(name, dirs, found_skips), tuple(found_skips), None)
-            except _FatalLoadError as error:
-                answer = (None, tuple(found_skips), error)
-            memo[key] = answer
-        hit, skips, fatal = answer
-        skipped.extend(skips)
-        if fatal is not None:
-            raise fatal
-        return hit
+        return _memoised(self.memo.walks, (name, dirs), lambda skips: self._walk(name, dirs, skips), skipped)
 
     def _walk(self, name: str, dirs: tuple[str, ...], skipped: list) -> _Hit | None:
         subdirs = self.platform.subdirs
@@ -542,20 +546,7 @@ class Loader:
     def _open(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:
         """glibc's open_verify: the file's info, None to go on searching, or _FatalLoadError (memoised per path for
         the run, like the directory listings: the same cached libc path is opened for nearly every analysis)."""
-        memo = self.memo.opens
-        answer = memo.get(path)
-        if answer is None:
-            found_skips: list[str] = []
-            try:
-                answer = (self._verify(path, found_skips), tuple(found_skips), None)
-            except _FatalLoadError as error:
-                answer = (None, tuple(found_skips), error)
-            memo[path] = answer
-        found, skips, fatal = answer
-        skipped.extend(skips)
-        if fatal is not None:
-            raise fatal
-        return found
+        return _memoised(self.memo.opens, path, lambda skips: self._verify(path, skips), skipped)
 
     def _verify(self, path: str, skipped: list) -> tuple[ElfInfo, tuple[int, int]] | None:
         st = self.fs.stat(path)
