@@ -14,6 +14,7 @@ import pytest
 
 from localfleet import Fleet
 from localfleet.layout import REPO, Layout
+from localfleet.release import release_tree
 
 from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
 from ..support.signals import block_interrupts
@@ -27,7 +28,9 @@ def cache(tmp_path, base_root):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "base").symlink_to(base_root.parent)
-    return cache
+    yield cache
+    # A failing test can leave a fleet up (an `up` that ignored its signal finishes and stays): nothing may outlive it.
+    release_tree(cache)
 
 
 def cli(cache, *args, **kwargs):
