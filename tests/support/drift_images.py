@@ -14,14 +14,12 @@ and Debian 13 (libucx0) roots, kept in tests/verify/data/strays/ (extract.py the
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from tests.support.standin_rocm import MULTIARCH, StandinImage
+from tests.support.verify_runs import run_check_root
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_DPKG = REPO / "tests" / "verify" / "data" / "strays"
@@ -97,10 +95,4 @@ class Workstation(StandinImage):
 
 def verify_report(root: Path, venv: str = "/opt/rocm-fleet/venv") -> dict[str, Any]:
     """The report of the real verifier on the image: `python -m verify check --root ROOT --json` (static checks)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "verify", "check", "--root", str(root), "--venv", venv, "--expect-rocm", "7.2.4",
-         "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
-    )
-    assert done.stdout.startswith("{"), done.stderr
-    return json.loads(done.stdout)
+    return run_check_root(root, venv=venv)[0]
