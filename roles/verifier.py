@@ -5,8 +5,8 @@ first, then run `verifier_command(...)`. The archive holds `verify/` and pyelfto
 nothing but python3 — no pip, no network.
 
 The archive is byte-for-byte reproducible (sorted entries, fixed timestamps): pyinfra's `files.put` compares
-checksums, so an unchanged checkout uploads nothing on the next run, and several stages asking for it in one run
-upload it once.
+checksums, so an unchanged checkout uploads nothing on the next run. Several stages asking for it in one run plan the
+upload once per host: the first one's upload is in place before any later stage runs.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import io
 import os
 import shlex
 import tempfile
+import weakref
 import zipfile
 from pathlib import Path
 
 import elftools
+from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
@@ -80,7 +82,22 @@ def verifier_command(*arguments: str, python: str = "python3") -> str:
     return " ".join(shlex.quote(part) for part in (python, REMOTE_VERIFIER, *arguments))
 
 
+# state -> names of the hosts whose upload is already planned in this run (keyed by state: one pytest process runs
+# many). pyinfra 3 caches no facts, so each further upload would cost four round trips (directory, file, its parent
+# directory, sha1) on every host, only to find the file the first upload put there.
+_planned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 @deploy("Upload the verifier")
-def upload_verifier() -> None:
+def _upload() -> None:
     files.directory(name="Verifier directory", path=REMOTE_DIR, mode="755")
     files.put(name=f"Upload {REMOTE_VERIFIER}", src=str(build_zipapp()), dest=REMOTE_VERIFIER, mode="644")
+
+
+def upload_verifier() -> None:
+    """Plan the verifier's upload to the current host, unless an earlier stage of this run already did."""
+    planned = _planned.setdefault(host.state, set())
+    if host.name in planned:
+        return
+    planned.add(host.name)
+    _upload()

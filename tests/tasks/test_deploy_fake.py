@@ -44,13 +44,18 @@ def inventory(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def plan(inventory) -> dict[str, list[dict]]:
-    """Per host: every operation with its commands, as pyinfra computes them while planning."""
+def whole_plan(inventory) -> dict[str, list[dict]]:
+    """Per host: every operation of every stage with its commands, as pyinfra computes them while planning."""
     done = subprocess.run([sys.executable, "-m", "tests.support.pyinfra_plan", str(inventory), "deploy.py"],
                           capture_output=True, text=True, cwd=REPO, timeout=300, env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
-    return {host.removeprefix("@fake/"): [op for op in ops if op["name"].startswith(OURS)]
-            for host, ops in json.loads(done.stdout).items()}
+    return {host.removeprefix("@fake/"): ops for host, ops in json.loads(done.stdout).items()}
+
+
+@pytest.fixture(scope="module")
+def plan(whole_plan) -> dict[str, list[dict]]:
+    """Per host: the operations of stages 1-3."""
+    return {host: [op for op in ops if op["name"].startswith(OURS)] for host, ops in whole_plan.items()}
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +183,21 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
                  preflight_facts.ExistingUsers().command(["maria", "root"])}
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
     assert sent and set(sent) <= read_only, sent
+
+
+def test_the_verifier_is_uploaded_once_per_host_for_all_the_stages_that_run_it(whole_plan):
+    """Mock hosts: strays, the apt hook and verification each run verify.pyz on the host, and one run plans its upload
+    once per host, in the first of them (pyinfra 3 caches no facts: each further upload would read four facts again
+    only to find the file in place)."""
+    first = ["tasks/strays.py | Strays | Upload the verifier | Verifier directory",
+             "tasks/strays.py | Strays | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"]
+    for host in ("fresh_noble", "provisioned_noble"):
+        names = [op["name"] for op in whole_plan[host]]
+        assert [name for name in names if "Upload the verifier" in name] == first, names
+        # The later stages that run the verifier are still planned, after the upload.
+        for stage in ("tasks/apt_hook.py | Apt hook | ", "tasks/verify.py | Verify | Run the verifier"):
+            assert any(name.startswith(stage) for name in names[names.index(first[1]):]), (stage, names)
+    assert not any("Upload the verifier" in op["name"] for op in whole_plan["focal"])  # stopped at preflight
 
 
 def test_run_results_for_stages_1_to_3(run_stages):
