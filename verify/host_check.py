@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from verify.bnb_library import BnbChoice, release_tag, select_bnb_library
+from verify.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.elf import ElfError
 from verify.gpu_arch import arch_supported, base_arch
 from verify.image import ProcessImage
@@ -76,10 +77,12 @@ def _python_tag(venv: Venv) -> str | None:
     return name.replace("python", "").replace(".", "") if name.startswith("python") else None
 
 
-def _strays(root: Path) -> tuple[CheckResult, dict[str, str], dict[str, Any] | None]:
+def _strays(
+    root: Path, packages: tuple[DpkgPackage, ...] | None
+) -> tuple[CheckResult, dict[str, str], dict[str, Any] | None]:
     """(check, {canonical library path: "package version (distro)"}, facts) from the strays module."""
     try:
-        report = find_strays(root)
+        report = find_strays(root, packages)
     except (OSError, ValueError) as error:
         check = CheckResult(
             "strays", "stray distro ROCm packages", WARN, f"could not read the dpkg database: {error}", {}
@@ -191,10 +194,15 @@ def run_checks(options: CheckOptions) -> dict[str, Any]:
     venv = find_venv(options.venv, options.root)
     checks: list[CheckResult] = []
 
-    strays_check, owners, strays_facts = _strays(options.root)
+    try:
+        # Parsed once for the strays check and the system ROCm check (the apt hook runs this after every dpkg run).
+        packages = read_status(options.root)
+    except DpkgDatabaseError:
+        packages = None  # each check reads it itself and says why it cannot
+    strays_check, owners, strays_facts = _strays(options.root, packages)
     linkage, choice, torch_dlopens = _static_linkage(options, venv, owners)
     checks.append(linkage)
-    checks.append(check_system_rocm(options.root, options.expect_rocm))
+    checks.append(check_system_rocm(options.root, options.expect_rocm, packages))
     checks.append(check_torch_build(venv, options.expect_rocm))
     checks.append(check_bitsandbytes_version(venv, options.expect_bitsandbytes))
     checks.append(strays_check)

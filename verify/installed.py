@@ -10,8 +10,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
+from verify.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.report import FAIL, PASS, CheckResult
 from verify.venv_layout import Venv, dist_version, torch_version_module, under_root
 
@@ -28,22 +30,17 @@ def rocm_info_version(root: Path) -> str | None:
     return text.strip().splitlines()[0].strip() if text.strip() else None
 
 
-def dpkg_installed_version(root: Path, package: str) -> str | None:
-    """The version of `package` when dpkg has it installed (Status "… installed"), else None."""
-    try:
-        text = under_root(root, "/var/lib/dpkg/status").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for stanza in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        for line in stanza.splitlines():
-            if line[:1].isspace() or ":" not in line:
-                continue
-            key, value = line.split(":", 1)
-            fields[key.strip().lower()] = value.strip()
-        if fields.get("package") == package and fields.get("status", "").endswith(" installed"):
-            return fields.get("version")
-    return None
+def dpkg_installed_version(root: Path, package: str, packages: Iterable[DpkgPackage] | None = None) -> str | None:
+    """The version of `package` when dpkg has it installed (state "installed"), else None.
+
+    `packages`: the status file's packages when the caller has parsed them already (`verify check` reads the file once
+    for the strays check and this one: the apt hook runs after every dpkg run, and the file is a few MB on a desktop)."""
+    if packages is None:
+        try:
+            packages = read_status(root)
+        except DpkgDatabaseError:  # no status file, unreadable, or not one: nothing is installed as far as dpkg says
+            return None
+    return next((p.version for p in packages if p.name == package and p.state == "installed"), None)
 
 
 def release_of(version: str | None) -> str | None:
@@ -93,9 +90,10 @@ def check_bitsandbytes_version(venv: Venv, expected: str) -> CheckResult:
     )
 
 
-def check_system_rocm(root: Path, expected_release: str) -> CheckResult:
+def check_system_rocm(root: Path, expected_release: str, packages: Iterable[DpkgPackage] | None = None) -> CheckResult:
+    """`packages`: the dpkg status file's packages, when the caller has them (see dpkg_installed_version)."""
     info = rocm_info_version(root)
-    core = dpkg_installed_version(root, "rocm-core")
+    core = dpkg_installed_version(root, "rocm-core", packages)
     versioned_dir = under_root(root, f"/opt/rocm-{expected_release}")
     evidence = {
         "opt_rocm_info_version": info,

@@ -252,11 +252,12 @@ def _auto_installed(package: DpkgPackage, marked: frozenset[str], native: str) -
     return package.key in marked or (package.architecture == "all" and f"{package.name}:{native}" in marked)
 
 
-def find_strays(root: str | Path = "/") -> StraysReport:
+def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None = None) -> StraysReport:
     """The stray distro ROCm packages installed under `root` (raises dpkg.DpkgDatabaseError if it has no dpkg
-    database)."""
+    database). `packages`: its status file's packages, when the caller has parsed them already."""
     root_path = Path(root)
-    packages = read_status(root_path)
+    if packages is None:
+        packages = read_status(root_path)
     native = native_architecture(packages)
     installed = InstalledSet(packages, native)
     strays = [

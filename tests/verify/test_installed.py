@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.verify_runs import torch_cpu_venv
+from verify.dpkg import read_status
 from verify.installed import (
     check_bitsandbytes_version,
     check_system_rocm,
@@ -45,6 +46,19 @@ def test_system_rocm_from_info_version_and_rocm_core(tmp_path: Path):
     other = check_system_rocm(tmp_path, "7.2.5")
     assert other.status == "fail"
     assert "/opt/rocm/.info/version says 7.2.4, rocm-core says 7.2.4" in other.reason
+
+
+def test_the_status_file_parsed_once_serves_the_check(tmp_path: Path):
+    """`verify check` parses dpkg's status once, for the strays check and this one: what it parsed is what counts."""
+    write(tmp_path, "/opt/rocm/.info/version", "7.2.4-93\n")
+    write(tmp_path, "/var/lib/dpkg/status",
+          "Package: rocm-core\nStatus: hold ok installed\nVersion: 7.2.4.70204-93~24.04\n\n"
+          "Package: rocm-core\nStatus: install ok unpacked\nArchitecture: i386\nVersion: 6.4.1.60401-83~24.04\n")
+    packages = read_status(tmp_path)
+    (tmp_path / "var/lib/dpkg/status").unlink()
+    check = check_system_rocm(tmp_path, "7.2.4", packages)
+    assert check.status == "pass" and check.evidence["rocm_core_package"] == "7.2.4.70204-93~24.04"
+    assert check_system_rocm(tmp_path, "7.2.4").reason.startswith("system ROCm is not 7.2.4: rocm-core says nothing")
 
 
 def test_a_removed_package_is_not_installed(tmp_path: Path):
