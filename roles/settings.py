@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import re
 import sys
@@ -328,6 +329,7 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
 
 # --- pyinfra glue ----------------------------------------------------------------------------------------------------
 
+@functools.cache  # the installed connectors do not change during a run; finding them is most of a host's check
 def _pyinfra_keys() -> frozenset[str]:
     """Data keys pyinfra's connectors read (ssh_port, fake_responses, …): never ours, never typos of ours."""
     from pyinfra.api.connectors import get_all_connectors
