@@ -68,12 +68,13 @@ def _unwrap_lock_guard(text: str) -> str:
     return text
 
 
-def run_operation(operation, facts: dict[str, list[str]], **arguments) -> tuple[list[str], list[str]]:
-    """(commands as text, noop descriptions) of one run of the operation's body on a host with these fact outputs."""
+def run_operation(operation, facts: dict[str, list[str]], **arguments) -> tuple[list[str], OutputHost]:
+    """(commands as text, the host with its noop descriptions and logged lines) of one run of the operation's body on
+    a host with these fact outputs."""
     host = OutputHost(facts)
     with ctx_state.use(host.state), ctx_host.use(host):
         commands = [render(command) for command in operation._inner(**arguments)]
-    return commands, host.noops
+    return commands, host
 
 
 def load_cases(directory: Path) -> list[tuple[str, dict]]:
@@ -107,14 +108,16 @@ def case_ids(cases: list[tuple[str, str, dict]]) -> list[str]:
 def check_operation_case(operation, case: dict) -> None:
     """The operation, on a host with the case's fact outputs, yields exactly the case's commands; when it yields none,
     it gives the case's noop description (pyinfra's own rule: doing nothing must say what is already true), and when
-    it yields some, no noop description."""
-    commands, noops = run_operation(operation, case["facts"], **case["args"])
+    it yields some, no noop description. A case with "logged" gives every line the operation prints on the host."""
+    commands, host = run_operation(operation, case["facts"], **case["args"])
     assert commands == case["commands"]
     if case["commands"]:
-        assert noops == []
+        assert host.noops == []
     else:
         assert case.get("noop_description"), "a case with no commands needs a noop description"
-        assert noops == [case["noop_description"]], "an operation that does nothing must say why"
+        assert host.noops == [case["noop_description"]], "an operation that does nothing must say why"
+    if "logged" in case:
+        assert host.logged == case["logged"]
 
 
 def process_fact(fact_cls, output: list[str]) -> Any:

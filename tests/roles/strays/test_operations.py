@@ -8,26 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyinfra.context import ctx_host, ctx_state
 
 from roles.strays.operations import stray_packages
-from tests.support.operation_cases import OutputHost, load_cases, render
+from tests.support.operation_cases import check_operation_case, load_cases
 
 CASES = load_cases(Path(__file__).parent / "cases" / "stray_packages")
 
 
 @pytest.mark.parametrize("name, case", CASES, ids=[name for name, _ in CASES])
 def test_stray_packages(name, case):
-    host = OutputHost(case["facts"])
-    with ctx_state.use(host.state), ctx_host.use(host):
-        commands = [render(command) for command in stray_packages._inner(**case["args"])]
-    assert commands == case["commands"]
-    if not case["commands"]:
-        assert host.noops == [case["noop_description"]], "an operation that does nothing must say why"
-    else:
-        assert host.noops == []
-    if "logged" in case:
-        assert host.logged == case["logged"]
+    check_operation_case(stray_packages, case)
 
 
 def test_cases_exist():
