@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import statistics
 import subprocess
 import sys
@@ -27,7 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from roles.verifier import REMOTE_VERIFIER  # noqa: E402
+from roles.settings import check_data  # noqa: E402
+from roles.verification.deploy import check_arguments  # noqa: E402
+from roles.verifier import verifier_command  # noqa: E402
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 ON_HOST = r"""
@@ -52,12 +55,17 @@ def main() -> int:
     args = parser.parse_args()
 
     from localfleet import Fleet
+    from localfleet.inventory import GROUP
 
     fleet = Fleet.attach(args.fleet)
     inventory = str(fleet.inventory)
     first = fleet.hosts[0]
-    check = ["python3", REMOTE_VERIFIER, "check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-             "--device", "cpu", "--no-gpu-required", "--json"]
+    # (c) runs the very command the verification stage sends, built from the fleet's own inventory data.
+    _hosts, group_data = runpy.run_path(inventory)[GROUP]
+    settings, problems = check_data(first.name, group_data)
+    if settings is None:
+        sys.exit(f"{inventory}: {problems[0].line()}")
+    check = ["sh", "-c", verifier_command(*check_arguments(settings))]
     times: dict[str, list[float]] = {"a": [], "b": [], "c": []}
     with tempfile.TemporaryDirectory(prefix="reverify-reports-") as reports:
         verify = [PYINFRA, inventory, "tasks/verify.py", "-y", "--data", f"reports_dir={reports}"]
