@@ -16,11 +16,12 @@ Each failure names the library, where the loader looked, and the fix.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from verify.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH, ProcessImage, Request
 from verify.installed import INSTALL_ROCM_FIX
@@ -62,10 +63,10 @@ def judge_linkage(
     root: Path = Path("/"),
     owners: Mapping[str, str] | None = None,
     notes: Iterable[str] = (),
-    realpath: Callable[[str], str] | None = None,
 ) -> CheckResult:
     """Judge the predicted process. `owners` maps a canonical file path to "package version (distro)" when known."""
-    real = realpath or (lambda p: host_realpath(p, root))
+    # Memoised: every request's requester is resolved, a few dozen distinct paths asked for hundreds of times.
+    real = functools.cache(lambda path: host_realpath(path, root))
     places = Places(
         torch_lib=real(posixpath.join(site_packages, "torch", "lib")),
         rocm_dir=real(f"/opt/rocm-{release}"),
