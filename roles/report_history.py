@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from roles.verification.reports import report_filename
+from roles.verification.reports import report_filename, save_report
 from verify.drift import Drift, compare_reports
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
@@ -70,11 +69,7 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any
             log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
                         host_name, found[1], error)
     if passed(report):
-        target = last_pass_path(reports_dir, host_name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-        os.replace(partial, target)
+        save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift
 
 
