@@ -196,3 +196,22 @@ def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0 and done.stdout.startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
+
+
+def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
+    """apt_hook.py imports nothing from the verifier outside its guard, so it spells these out: they must not drift."""
+    import argparse
+
+    from verify.commands.apt_hook import DEFAULT_STATE_DIR, add_arguments
+    from verify.commands.check import register as register_check
+    from verify.hook_state import DEFAULT_DIR
+
+    assert DEFAULT_STATE_DIR == DEFAULT_DIR
+    hook_parser = argparse.ArgumentParser()
+    add_arguments(hook_parser)
+    check_parser = argparse.ArgumentParser().add_subparsers()
+    register_check(check_parser)
+    hook_args = hook_parser.parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
+    check_args = check_parser.choices["check"].parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
+    assert hook_args.expect_bitsandbytes == check_args.expect_bitsandbytes
+    assert hook_args.state_dir == Path(DEFAULT_DIR)
