@@ -179,11 +179,7 @@ def _maps_check(options: CheckOptions, probe: ProbeRun, torch_dlopens: list[str]
     if "LD_LIBRARY_PATH" in probe_env:
         environ["LD_LIBRARY_PATH"] = probe_env["LD_LIBRARY_PATH"]
     image = resolve(data.get("executable") or str(options.venv / "bin" / "python"), dlopens, Path("/"), environ)
-    places = Places(
-        torch_lib=os.path.realpath(str(venv.site_packages / "torch" / "lib")),
-        rocm_dir=os.path.realpath(f"/opt/rocm-{options.expect_rocm}"),
-        release=options.expect_rocm,
-    )
+    places = Places.of_venv(str(venv.site_packages), options.expect_rocm)
     result = compare_maps(image, mapped, places, lazily_mapped=data.get("maps_after_nf4") or ())
     return CheckResult(result.id, result.title, result.status, result.reason,
                        dict(result.evidence, dlopens=dlopens))

@@ -40,6 +40,12 @@ class Places:
     rocm_dir: str  # /opt/rocm-7.2.4
     release: str
 
+    @classmethod
+    def of_venv(cls, site_packages: str, release: str, root: Path = Path("/")) -> Places:
+        """The venv's torch/lib and /opt/rocm-RELEASE, symlinks resolved (inside the image at `root`)."""
+        return cls(torch_lib=host_realpath(posixpath.join(site_packages, "torch", "lib"), root),
+                   rocm_dir=host_realpath(f"/opt/rocm-{release}", root), release=release)
+
     def origin(self, canonical: str) -> str:
         if canonical.startswith(self.torch_lib + "/"):
             return TORCH_LIB
@@ -67,11 +73,7 @@ def judge_linkage(
     """Judge the predicted process. `owners` maps a canonical file path to "package version (distro)" when known."""
     # Memoised: every request's requester is resolved, a few dozen distinct paths asked for hundreds of times.
     real = functools.cache(lambda path: host_realpath(path, root))
-    places = Places(
-        torch_lib=real(posixpath.join(site_packages, "torch", "lib")),
-        rocm_dir=real(f"/opt/rocm-{release}"),
-        release=release,
-    )
+    places = Places.of_venv(site_packages, release, root)
     owners = owners or {}
     bnb_real = real(bnb_library)
     problems: list[str] = []
