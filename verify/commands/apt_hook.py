@@ -131,8 +131,13 @@ def hook(args: argparse.Namespace) -> list[str]:
         previous = None
     drift = None
     if previous is not None:
-        drift = compare_reports(previous.report, report,
-                                baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
+        try:
+            drift = compare_reports(previous.report, report,
+                                    baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
+        except (KeyError, TypeError, AttributeError) as error:
+            # A result of another verifier version, or hand-edited: replace it, or every later run would fail here.
+            lines.append(f"{PREFIX} {state.last_path} is not shaped like a result of this verifier ({_one_line(error)}): "
+                         "this run's result replaces it")
     try:
         state.record(HookResult(str(report.get("generated_at")), report, drift.to_json() if drift else None))
     except OSError as error:

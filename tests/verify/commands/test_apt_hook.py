@@ -170,6 +170,22 @@ def test_an_unreadable_state_file_is_named_and_replaced(copy, workstation, tmp_p
     assert json.loads((state / "last.json").read_text())["kind"] == "rocm-fleet.apt-hook-result"
 
 
+def test_a_state_file_it_cannot_compare_with_is_named_and_replaced(copy, workstation, tmp_path):
+    """A result that reads as one but is not shaped like this verifier's (another version, hand-edited): without
+    replacing it, every later dpkg run would end in 'no check this time'."""
+    state = tmp_path / "state"
+    lines(hook(copy, workstation.root, state))
+    kept = json.loads((state / "last.json").read_text())
+    linkage = next(c for c in kept["report"]["checks"] if c["id"] == "linkage.static")
+    del linkage["evidence"]["rocm_objects"][0]["requested_as"]
+    (state / "last.json").write_text(json.dumps(kept))
+    said = lines(hook(copy, workstation.root, state))
+    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (KeyError: "
+                       "'requested_as'): this run's result replaces it")
+    assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
+    assert lines(hook(copy, workstation.root, state)) == []  # compared with the replacement from now on
+
+
 def test_a_state_directory_it_cannot_write_is_one_line_and_the_check_still_reports(copy, workstation, tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
