@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from roles.verification.reports import report_filename, save_report
 from verify.drift import Drift, compare_reports
+from verify.report import report_passed
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 
@@ -29,10 +30,6 @@ LAST_PASS_DIR = "last-pass"
 
 def last_pass_path(reports_dir: Path, host_name: str) -> Path:
     return reports_dir / LAST_PASS_DIR / report_filename(host_name)
-
-
-def passed(report: Mapping[str, Any]) -> bool:
-    return report.get("verdict") in ("pass", "warn")
 
 
 def _read(path: Path) -> Mapping[str, Any] | None:
@@ -68,7 +65,7 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any
         except (KeyError, TypeError, AttributeError) as error:  # a report of a much older verifier, or hand-edited
             log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
                         host_name, found[1], error)
-    if passed(report):
+    if report_passed(report):
         save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift
 

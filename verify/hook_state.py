@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from verify.report import report_passed
+
 KIND = "rocm-fleet.apt-hook-result"
 VERSION = 1
 DEFAULT_DIR = "/var/lib/rocm-fleet/apt-hook"
@@ -37,7 +39,7 @@ class HookResult:
 
     @property
     def passed(self) -> bool:
-        return self.report.get("verdict") in ("pass", "warn")
+        return report_passed(self.report)
 
     def to_json(self) -> dict:
         return {"kind": KIND, "version": VERSION, "checked_at": self.checked_at, "report": self.report,

@@ -71,6 +71,12 @@ def verdict_of(checks: Iterable[CheckResult]) -> str:
     return worst
 
 
+def report_passed(report: Mapping[str, Any]) -> bool:
+    """A report whose verdict is pass or warn: what the controller and the apt hook keep as a host's last passing
+    report, the baseline its drift is stated from."""
+    return report.get("verdict") in (PASS, WARN)
+
+
 def _priority(check: CheckResult) -> int:
     for index, prefix in enumerate(PRIORITY):
         if check.id == prefix or check.id.startswith(prefix + "."):
