@@ -61,9 +61,14 @@ def run_pyinfra(root: Path, deploy: str, data: dict, *extra: str) -> PyinfraRun:
     argv = [sys.executable, "-m", "pyinfra", "-y", "--json", f"@chroot/{root}", deploy, *extra]
     for key, value in data.items():
         argv += ["--data", f"{key}={value}"]
-    done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
+    return finished(subprocess.run(argv, capture_output=True, text=True, cwd=REPO))
+
+
+def finished(done: subprocess.CompletedProcess) -> PyinfraRun:
+    """A finished `pyinfra … --json` process read as a PyinfraRun (its stdout's tail goes into the log when it holds
+    no results: pyinfra prints none when no host is left active at the end)."""
     try:
-        results = json.loads(done.stdout).get("results", {}) if done.stdout.strip() else {}
+        results = (json.loads(done.stdout).get("results") or {}) if done.stdout.strip() else {}
     except json.JSONDecodeError:
         results = {}
     return PyinfraRun(done.returncode, results, done.stderr + done.stdout[-2000:] * (not results))

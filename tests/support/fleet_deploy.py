@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.chroot_hosts import PyinfraRun
+from tests.support.chroot_hosts import PyinfraRun, finished
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -32,14 +32,6 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
     for item in data:
         argv += ["--data", item]
     return argv
-
-
-def finished(done: subprocess.CompletedProcess) -> PyinfraRun:
-    try:
-        results = (json.loads(done.stdout).get("results") or {}) if done.stdout.strip() else {}
-    except json.JSONDecodeError:
-        results = {}
-    return PyinfraRun(done.returncode, results, done.stderr + done.stdout[-2000:] * (not results))
 
 
 def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float = 900,
