@@ -7,44 +7,15 @@ Exit codes: 0 done, 1 the fleet could not be brought up or torn down (one line s
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
-from collections.abc import Iterator
 
 from .errors import FleetError
 from .fleet import MAX_HOSTS, Fleet, FleetInUse, down, list_fleets
-from .interrupts import SIGNALS, Interrupted, raise_interrupted, unwind_on_signals
+from .interrupts import Interrupted, signals_deferred, unwind_on_signals
 from .layout import check_name
 
 log = logging.getLogger("localfleet")
-
-
-_interrupts: list[int] = []
-
-
-def _interrupt(signum: int, frame) -> None:
-    # Only the first signal unwinds; a second one must not break into the teardown that the first one started.
-    if _interrupts:
-        log.warning("%s: already tearing down, please wait", signal.Signals(signum).name)
-        return
-    _interrupts.append(signum)
-    raise_interrupted(signum, frame)
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """While tearing down, a further Ctrl-C/SIGTERM must not leave half a teardown: note it, act after."""
-    pending: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if pending:
-            raise Interrupted(signal.Signals(pending[0]).name)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -57,7 +28,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    with _signals_deferred():
+    with signals_deferred():
         if args.all:
             names = [name for name, _ in list_fleets()]
         else:
@@ -130,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="localfleet: %(message)s",
                         stream=sys.stderr)
-    unwind_on_signals(_interrupt)  # a half-done `up` tears itself down
+    unwind_on_signals()  # a half-done `up` tears itself down
     try:
         return args.run(args)
     except FleetError as error:

@@ -14,21 +14,18 @@ other than 1, the fleet not coming up or not going down; 2 not root; 130 interru
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from .commands import die_with_parent
 from .demo_verdict import DemoVerdict, judge_demo
 from .errors import FleetError
 from .fleet import Fleet
-from .interrupts import SIGNALS, Interrupted, unwind_on_signals
+from .interrupts import Interrupted, signals_deferred, unwind_on_signals
 from .layout import REPO
 
 log = logging.getLogger("localfleet.demo")
@@ -59,17 +56,6 @@ NOT the expected result — {count} thing(s) went differently:
 {lines}
 Expected: every host verified, and failing only because it has no system ROCm (bitsandbytes' libhipblas.so.3 not
 found) and torch is the CPU stand-in. Reports: {reports}/; bin/demo exits 1."""
-
-
-@contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """A teardown must finish: a second Ctrl-C (or a SIGTERM) while it runs would leave mounts and sshd behind."""
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def run_deploy(fleet: Fleet) -> int:
@@ -129,7 +115,7 @@ def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS) -> int:
     finally:
         if fleet is not None:
             print("\n== Tearing the fleet down ==", flush=True)
-            with _signals_ignored():
+            with signals_deferred():  # a teardown must finish, or mounts and sshd stay behind
                 fleet.down()
     summary = reports_dir / "summary.md"
     print("\n== Fleet summary ({}) ==\n".format(summary), flush=True)
