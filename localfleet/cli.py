@@ -20,10 +20,16 @@ log = logging.getLogger("localfleet")
 
 def cmd_up(args: argparse.Namespace) -> int:
     fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login, persistent=True)
-    for host in fleet.hosts:
-        log.info("  %s  ssh %s", host.name, " ".join(host.ssh_argv()))
-    log.info("fleet %r is up; `python -m localfleet down --name %s` tears it down", fleet.name, fleet.name)
-    print(fleet.inventory)  # stdout: just the inventory path, for scripts: inv=$(python -m localfleet up)
+    try:
+        for host in fleet.hosts:
+            log.info("  %s  ssh %s", host.name, " ".join(host.ssh_argv()))
+        log.info("fleet %r is up; `python -m localfleet down --name %s` tears it down", fleet.name, fleet.name)
+        print(fleet.inventory)  # stdout: just the inventory path, for scripts: inv=$(python -m localfleet up)
+    except BaseException:
+        # A signal just after the fleet came up: `up` did not finish, so (as main says) nothing it started stays up.
+        with signals_deferred():
+            fleet.down()
+        raise
     return 0
 
 

@@ -134,13 +134,14 @@ class Fleet:
             fleet = cls(layout, state)
             try:
                 fleet._bring_up(n, ports, data or {}, persistent)
+                # Inside the try: a signal that lands here still tears the fleet down (the caller never gets it).
+                log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
+                         fleet.inventory)
             except BaseException:
                 log.info("fleet %r: bringing up failed, tearing down what was started", name)
                 _teardown(layout, fleet_dir)
                 _drop_fleet_lock(layout, name)
                 raise
-            log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
-                     fleet.inventory)
             return fleet
 
     def _bring_up(self, n: int, ports: Sequence[int] | None, data: dict, persistent: bool) -> None:
