@@ -92,6 +92,20 @@ def test_a_signal_halfway_through_up_tears_down_and_exits_130_even_if_started_wi
     assert leftovers(cache, ports_of(lines)) == [] and not (cache / "fleets/sig").exists()
 
 
+def test_a_second_signal_during_the_teardown_of_an_interrupted_up_does_not_break_into_it(cache):
+    """The first signal unwinds `up`; one that lands while its teardown runs (localfleet/interrupts.py, shared with
+    bin/demo) must neither stop that teardown halfway nor start a second one."""
+    up = start_up(cache, "sig2")
+    lines = wait_for_line(up, "ws2 listens on")
+    up.send_signal(signal.SIGINT)
+    lines += wait_for_line(up, "tearing down what was started")
+    up.send_signal(signal.SIGTERM)
+    _, rest = up.communicate(timeout=120)
+    assert up.returncode == 130, rest
+    assert "interrupted (SIGINT); what was started has been torn down" in rest
+    assert leftovers(cache, ports_of(lines)) == [] and not (cache / "fleets/sig2").exists()
+
+
 def test_a_killed_up_leaves_stale_state_that_status_names_and_down_removes(cache):
     up = start_up(cache, "stale")
     lines = wait_for_line(up, "ws2 listens on")
