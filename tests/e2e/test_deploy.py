@@ -32,11 +32,11 @@ ALWAYS_RUN = (
     "tasks/verify.py | Verify | Run the verifier: linkage, versions, strays, runtime, NF4 on the CPU (not a GPU pass)",
     "tasks/verify.py | Verify | Save the report, judge the host",
 )
-# What follows the checkout's verify/: the uploads of verify.pyz, and the apt hook, which keeps an unpacked copy of it
-# (roles/apt_hook) — they change only when verify/ changed between the two runs (see below).
+# What follows the checkout's verify/: the upload of verify.pyz (planned once per host, by the first stage that runs
+# the verifier: strays), and the apt hook, which keeps an unpacked copy of it (roles/apt_hook) — they change only when
+# verify/ changed between the two runs (see below).
 FOLLOW_THE_VERIFIER = (
-    *(f"tasks/{task}.py | {stage} | Upload the verifier | Upload {VERIFIER}"
-      for task, stage in (("strays", "Strays"), ("apt_hook", "Apt hook"), ("verify", "Verify"))),
+    f"tasks/strays.py | Strays | Upload the verifier | Upload {VERIFIER}",
     "tasks/apt_hook.py | Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
 )
 
