@@ -83,9 +83,13 @@ class Recipe:
         return f"{self.suite}-{self.key}"
 
 
+# The environment of commands run inside a root: none of the controller's own (its PATH, a venv, its locale).
+CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive",
+              "HOME": "/root"}
+
+
 def _chroot(root: Path, *argv: str, doing: str) -> None:
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
-    run(["chroot", root, *argv], doing, env=env)
+    run(["chroot", root, *argv], doing, env=CHROOT_ENV)
 
 
 def configure(root: Path) -> None:

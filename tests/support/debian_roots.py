@@ -23,26 +23,24 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from localfleet.base import CHROOT_ENV, MIRROR, POLICY_RC_D
 from localfleet.mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
 from localfleet.release import release_tree
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "debian-roots"
-MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = ("python3",)  # the verifier runs with the host's python3
 RECIPE_VERSION = 1
 STAMP = ".debian-root.json"
-POLICY_RC_D = "#!/bin/sh\n# test root: maintainer scripts must not start daemons on the machine running the tests\nexit 101\n"
-_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive", "HOME": "/root"}
 
 
 def _run(argv: list[str], doing: str, log: Path | None = None) -> None:
     if log is None:
-        done = subprocess.run(argv, capture_output=True, text=True, env=_ENV)
+        done = subprocess.run(argv, capture_output=True, text=True, env=CHROOT_ENV)
         output = done.stdout + done.stderr
     else:
         with open(log, "a") as out:
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, text=True, env=_ENV)
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, text=True, env=CHROOT_ENV)
         output = log.read_text()
     if done.returncode != 0:
         tail = " | ".join(output.strip().splitlines()[-3:])
