@@ -5,13 +5,23 @@ Every package command here runs with `DPkg::Lock::Timeout` set through APT_CONFI
 made for the command — so apt-get and the apt-get that amdgpu-install calls inside both wait up to the timeout, and
 a command that still fails on a lock (apt-get update does not wait for its own) is retried until the timeout. When it
 is still locked after that, the command fails and adds one line that says so and what to do.
+
+A lock failure is recognised by apt's final error lines, in English (the command runs with LC_ALL=C.UTF-8 and no
+LANGUAGE, so a workstation set to German is read the same way). Not by "Could not get lock …": once apt has waited,
+that text is only in its "Waiting for cache lock: …" progress lines, and apt 2.6 writes those to a pipe or file only
+when an uninitialised flag happens to be set (OpProgress::MajorChange, read in quiet mode), so a run may show none.
 """
 
 from __future__ import annotations
 
 import shlex
 
-LOCK_SIGNATURE = "Could not get lock"  # apt's message when the lock stays held (E: Could not get lock /var/lib/dpkg/…)
+# apt's error lines when another process holds a lock; each is printed on every lock failure:
+LOCK_SIGNATURES = (
+    "Could not get lock",  # a lock apt does not wait for (the package lists' in `apt-get update`), or no timeout
+    "is another process using it?",  # after waiting: "Unable to acquire the dpkg frontend lock (…), is another
+    # process using it?" and "Unable to lock the administration directory (…), is another process using it?"
+)
 APT_GET = ("DEBIAN_FRONTEND=noninteractive apt-get -y "
            "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold")
 
@@ -33,10 +43,11 @@ def with_dpkg_lock_timeout(command: str, timeout: int) -> str:
     timeout = int(timeout)
     config = shlex.quote(f'DPkg::Lock::Timeout "{timeout}";')
     message = shlex.quote(lock_expired_message(timeout))
-    locked = f"grep -q {shlex.quote(LOCK_SIGNATURE)} \"$log\""
+    locked = "grep -q -F " + " ".join(f"-e {shlex.quote(text)}" for text in LOCK_SIGNATURES) + " \"$log\""
     return (
         f"cfg=$(mktemp) && log=$(mktemp) && echo {config} > \"$cfg\" && "
-        "export APT_CONFIG=\"$cfg\" DEBIAN_FRONTEND=noninteractive && start=$(date +%s) && "
+        "export APT_CONFIG=\"$cfg\" DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 && unset LANGUAGE && "
+        "start=$(date +%s) && "
         f"while :; do ( {command} ) > \"$log\" 2>&1; rc=$?; "
         f"if [ \"$rc\" -ne 0 ] && {locked} && [ $(( $(date +%s) - start )) -lt {timeout} ]; then sleep 5; "
         "else break; fi; done; cat \"$log\"; "

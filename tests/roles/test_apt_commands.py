@@ -1,5 +1,7 @@
 """roles/apt_commands.py: the wrapper that gives apt (and amdgpu-install's apt) a bounded wait for the dpkg lock,
-run for real with sh. The real lock held by a real process is in tests/roles/colliding_packages/test_real_runs.py."""
+run for real with sh, and with this machine's real apt-get against real fcntl locks held in private state directories
+(so this machine's own apt state is never touched). The lock held inside a fleet host during a real deploy is in
+tests/tasks/test_real_fleet.py and tests/e2e/test_dpkg_lock.py."""
 
 from __future__ import annotations
 
@@ -92,3 +94,78 @@ def test_update_goes_on_once_the_lock_is_released(tmp_path):
         release.join()
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr == ""
+
+
+def _dpkg_state(directory: Path) -> Path:
+    """A private dpkg state directory (a copy of this machine's status file): apt takes its dpkg locks here."""
+    directory.mkdir()
+    status = directory / "status"
+    status.write_bytes(Path("/var/lib/dpkg/status").read_bytes())
+    return status
+
+
+def _apt_install(status: Path, quiet: str) -> str:
+    # Installing from a private dpkg state; no cache files written. apt takes the dpkg locks before anything else,
+    # and changes nothing when it cannot.
+    return (f"apt-get {quiet} -y -o Dir::State::status={status} -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= "
+            "install --no-download hello")
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="apt-get install wants root")
+
+
+@needs_root
+@pytest.mark.parametrize("quiet", ["-q", "-qq"], ids=["progress-maybe", "no-progress-lines"])
+def test_a_dpkg_lock_apt_waited_for_in_vain_is_recognised_by_its_last_error_line(tmp_path, quiet):
+    """apt waits (DPkg::Lock::Timeout), then fails with "Unable to acquire the dpkg frontend lock (…), is another
+    process using it?". With -qq apt prints no "Waiting for cache lock: Could not get lock …" progress lines — the
+    output CI got from a plain `apt-get -y install` through a pipe (apt 2.6 prints those lines only when an
+    uninitialised flag is set)."""
+    status = _dpkg_state(tmp_path / "dpkg")
+    holders = [_hold(status.parent / "lock-frontend"), _hold(status.parent / "lock")]
+    try:
+        done = _sh(with_dpkg_lock_timeout(_apt_install(status, quiet), 2))
+    finally:
+        for holder in holders:
+            os.close(holder)
+    assert done.returncode == 100
+    assert f"Unable to acquire the dpkg frontend lock ({status.parent}/lock-frontend)" in done.stdout, done.stdout
+    if quiet == "-qq":
+        assert "Could not get lock" not in done.stdout  # only the last line is left to recognise
+    assert done.stderr.strip() == lock_expired_message(2)
+
+
+@needs_root
+def test_the_inner_dpkg_lock_alone_is_recognised_too(tmp_path):
+    """dpkg run by another frontend holds only /var/lib/dpkg/lock: apt fails on "Unable to lock the administration
+    directory (…), is another process using it?"."""
+    status = _dpkg_state(tmp_path / "dpkg")
+    holder = _hold(status.parent / "lock")
+    try:
+        done = _sh(with_dpkg_lock_timeout(_apt_install(status, "-qq"), 1))
+    finally:
+        os.close(holder)
+    assert done.returncode == 100
+    assert f"Unable to lock the administration directory ({status.parent}/)" in done.stdout, done.stdout
+    assert done.stderr.strip() == lock_expired_message(1)
+
+
+@needs_root
+def test_a_lock_is_recognised_on_a_workstation_whose_apt_speaks_german(tmp_path):
+    """LANGUAGE=de, as a German workstation's /etc/default/locale sets it for SSH logins: the wrapper runs apt in
+    English (LC_ALL=C.UTF-8, no LANGUAGE), so its lock lines are still recognised."""
+    status = _dpkg_state(tmp_path / "dpkg")
+    german = dict(os.environ, LANGUAGE="de", LANG="C.UTF-8")
+    probe = subprocess.run(["apt-get", "-qq", "install", "--no-download", "no-such-package-here"],
+                           capture_output=True, text=True, env=german)
+    if "Paket" not in probe.stderr:
+        pytest.skip(f"apt has no German messages on this machine (it said {probe.stderr.strip()!r})")
+    holder = _hold(status.parent / "lock-frontend")
+    try:
+        done = subprocess.run(["sh", "-c", with_dpkg_lock_timeout(_apt_install(status, "-qq"), 1)],
+                              capture_output=True, text=True, env=german)
+    finally:
+        os.close(holder)
+    assert done.returncode == 100
+    assert "Unable to acquire the dpkg frontend lock" in done.stdout, done.stdout
+    assert done.stderr.strip() == lock_expired_message(1)

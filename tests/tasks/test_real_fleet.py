@@ -106,8 +106,8 @@ def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
         os.close(holder)
     assert run.returncode == 1, run.explain()
     assert f"[ws1] {lock_expired_message(2)}" in _host_lines(run.log), run.explain()
-    # apt's own words, naming the file
-    assert "Could not get lock /var/lib/dpkg/lock-frontend" in run.log, run.explain()
+    # apt's own words, naming the file (its last error line: the only one it prints for sure after a wait)
+    assert "Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend)" in run.log, run.explain()
     assert _installed(root)["rocminfo"] == "ii"
 
 
