@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from roles.apt_commands import lock_expired_message
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
+from tests.support.fleet_checks import rooted_processes
 from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_row
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
@@ -65,20 +65,14 @@ def _waiting_apt(host, deadline: float, seconds: float = 3) -> int | None:
     """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it has run for `seconds` — while
     the lock is held it can only be waiting for it (apt takes the dpkg locks before doing anything else). Not apt's
     "Waiting for cache lock" lines: apt may not print them (see roles/apt_commands.py)."""
-    root = os.path.realpath(host.root)
     first_seen: dict[int, float] = {}
     while time.monotonic() < deadline:
-        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
-            try:
-                if os.readlink(f"/proc/{pid}/root") != root:
-                    continue
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv[0].endswith(b"apt-get") and b"install" in argv and b"python3-venv" in argv:
-                seen = first_seen.setdefault(pid, time.monotonic())
+        for process in rooted_processes(host.root):
+            argv = process.argv
+            if argv and argv[0].endswith("apt-get") and "install" in argv and "python3-venv" in argv:
+                seen = first_seen.setdefault(process.pid, time.monotonic())
                 if time.monotonic() - seen >= seconds:
-                    return pid
+                    return process.pid
         time.sleep(0.5)
     return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -18,18 +19,36 @@ def mounts_inside(directory: Path) -> list[str]:
     return found
 
 
-def processes_inside(directory: Path) -> list[str]:
+@dataclass(frozen=True)
+class RootedProcess:
+    pid: int
+    root: str  # its root directory (a chroot's, as this machine sees it)
+    name: str  # /proc/PID/comm
+    argv: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.pid} ({self.name}, root {self.root})"
+
+
+def rooted_processes(directory: Path) -> list[RootedProcess]:
+    """The processes whose root directory is `directory` or inside it (a host's chroot, or a whole fleet's)."""
     top = os.path.realpath(directory)
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             root = os.readlink(f"/proc/{pid}/root")
+            if not (root == top or root.startswith(top + "/")):
+                continue
             name = Path(f"/proc/{pid}/comm").read_text().strip()
-        except OSError:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+        except OSError:  # gone meanwhile
             continue
-        if root == top or root.startswith(top + "/"):
-            found.append(f"{pid} ({name}, root {root})")
+        found.append(RootedProcess(int(pid), root, name, tuple(argv)))
     return found
+
+
+def processes_inside(directory: Path) -> list[str]:
+    return [str(process) for process in rooted_processes(directory)]
 
 
 def listening(ports) -> list[int]:
