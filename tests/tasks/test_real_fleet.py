@@ -17,7 +17,7 @@ import pytest
 
 from roles.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy
+from tests.support.fleet_deploy import deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -55,10 +55,6 @@ def _installed(root: Path) -> dict[str, str]:
     return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
 
 
-def _host_lines(log: str) -> list[str]:
-    return [line.strip() for line in log.splitlines() if line.strip().startswith("[ws1] ")]
-
-
 def test_preflight_passes_on_a_fit_host(fleet):
     up, _ = fleet
     run = deploy(up.inventory, "tasks/preflight.py", timeout=RUN_TIMEOUT)
@@ -73,9 +69,9 @@ def test_preflight_stops_an_unfit_host_with_one_line(fleet):
     assert run.returncode == 1, run.explain()
     # The fleet's only host failed, so pyinfra ends with "No hosts remaining!" and prints no JSON results.
     assert "No hosts remaining" in run.log, run.explain()
-    reasons = [line for line in _host_lines(run.log) if "preflight:" in line]
+    reasons = [line for line in host_lines(run.log, "ws1") if "preflight:" in line]
     assert reasons == [
-        "[ws1] preflight: no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or "
+        "preflight: no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or "
         "set gpu_required: False for a host without a GPU; user(s) ghost do not exist (workstation_users / "
         "venv_owner): create them, or fix the inventory"], run.explain()
 
@@ -85,9 +81,9 @@ def test_colliding_packages_stop_policy_changes_nothing(fleet):
     before = _installed(root)
     run = deploy(up.inventory, "tasks/colliding_packages.py", "colliding_packages=stop", timeout=RUN_TIMEOUT)
     assert run.returncode == 1, run.explain()
-    [reason] = [line for line in _host_lines(run.log) if "colliding packages:" in line]
+    [reason] = [line for line in host_lines(run.log, "ws1") if "colliding packages:" in line]
     assert reason == (
-        "[ws1] colliding packages: rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 "
+        "colliding packages: rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 "
         "(distro; sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204) "
         "would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them (sudo apt-get "
         "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove"), run.explain()
@@ -105,7 +101,7 @@ def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
     finally:
         os.close(holder)
     assert run.returncode == 1, run.explain()
-    assert f"[ws1] {lock_expired_message(2)}" in _host_lines(run.log), run.explain()
+    assert lock_expired_message(2) in host_lines(run.log, "ws1"), run.explain()
     # apt's own words, naming the file (its last error line: the only one it prints for sure after a wait)
     assert "Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend)" in run.log, run.explain()
     assert _installed(root)["rocminfo"] == "ii"
@@ -117,10 +113,10 @@ def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["Colliding packages | Remove distro packages that block amdgpu-install"], (
         run.explain())
-    assert ("[ws1] removing rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 (distro; "
+    assert ("removing rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 (distro; "
             "sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204): apt "
             "would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367); apt also "
-            "removes what depends on them: lab-rocm-tools 1.0") in _host_lines(run.log), run.explain()
+            "removes what depends on them: lab-rocm-tools 1.0") in host_lines(run.log, "ws1"), run.explain()
     after = _installed(root)
     assert all(after.get(name, "rc")[1] in "cn" for name in (*DISTRO_ROCM, "lab-rocm-tools")), after
 
@@ -153,9 +149,9 @@ def test_rocm_stage_stops_beside_another_release(fleet):
     try:
         run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT)
         assert run.returncode == 1, run.explain()
-        assert ("[ws1] ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
+        assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
                 "'stop': uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: "
-                "side-by-side") in _host_lines(run.log), run.explain()
+                "side-by-side") in host_lines(run.log, "ws1"), run.explain()
         assert not (root / "var/cache/rocm-fleet").exists(), "nothing may be downloaded for a stopped host"
     finally:
         subprocess.run(["rm", "-rf", str(root / "opt/rocm-6.4.1")], check=True)

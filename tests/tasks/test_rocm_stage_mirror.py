@@ -8,14 +8,13 @@ and a second run that changes nothing."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.amd_mirror import build_deb, build_mirror, rocm_core_scripts, serving
-from tests.support.fleet_deploy import deploy
+from tests.support.fleet_deploy import deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -61,11 +60,6 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
     _chroot(root, f"dpkg -i /tmp/{core.name} /tmp/{meta.name}")
 
 
-def _host_lines(log: str, host: str = "ws1") -> list[str]:
-    return [re.sub(rf"^\[{host}\]\s+", f"[{host}] ", line.strip()) for line in log.splitlines()
-            if line.strip().startswith(f"[{host}]")]
-
-
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
     up, root, _ = workstation
     run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, timeout=RUN_TIMEOUT, limit="ws1")
@@ -86,9 +80,9 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
         "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
         "GPU access | workstation_users in render and video",
     ], run.explain()
-    assert (f"[ws1] fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
+    assert (f"fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
             f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
-            ) in _host_lines(run.log), run.explain()
+            ) in host_lines(run.log, "ws1"), run.explain()
     assert (root / "etc/apt/sources.list.d/rocm.list").read_text().splitlines()[1:] == [
         f"deb [arch=amd64 trusted=yes] {url}/rocm/apt/7.2.4 jammy main",
         f"deb [arch=amd64 trusted=yes] {url}/graphics/7.2.4/ubuntu jammy main"]
@@ -129,9 +123,9 @@ def test_another_release_stops_the_host_by_default(workstation):
     root = Path(up.host_state("ws2").root)
     run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws2")
     assert run.returncode == 1, run.explain()
-    assert ("[ws2] ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
+    assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
             "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
-            ) in _host_lines(run.log, "ws2"), run.explain()
+            ) in host_lines(run.log, "ws2"), run.explain()
     assert not (root / "opt/rocm-7.2.4").exists()
 
 
