@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from pyinfra import host
 from pyinfra.api import deploy
 
 from roles.apt_hook.operations import apt_hook
 from roles.settings import settings_for
 from roles.stage_control import host_is_stopped, note
-from roles.verifier import build_zipapp, upload_verifier
-
-
-def verifier_sha256() -> str:
-    return hashlib.sha256(build_zipapp().read_bytes()).hexdigest()
+from roles.verifier import upload_verifier, verifier_sha256
 
 
 @deploy("Apt hook")

@@ -21,6 +21,7 @@ import pytest
 
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments, remote_command
+from roles.verifier import STALE_EXIT, stale_line, verifier_command
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
 
@@ -166,7 +167,12 @@ def test_check_arguments_follow_the_inventory():
 
 def test_the_remote_command_always_reports_the_verifiers_exit_status():
     command = remote_command(settings())
-    assert command.startswith("python3 /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv ")
-    assert command.endswith("--json; echo rocm-fleet-verify-exit=$?")
-    done = subprocess.run(["sh", "-c", command.replace("python3 ", "false ", 1)], capture_output=True, text=True)
+    assert command.startswith(verifier_command(*check_arguments(settings())))
+    assert "python3 -I /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
+    assert command.endswith("; echo rocm-fleet-verify-exit=$?")
+    done = subprocess.run(["sh", "-c", command.replace("python3 -I ", "false ", 1).replace(
+        "sha256sum --check --status", "true", 1)], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "rocm-fleet-verify-exit=1"
+    # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported.
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert done.stdout.strip() == f"rocm-fleet-verify-exit={STALE_EXIT}" and done.stderr.strip() == stale_line()
