@@ -3,7 +3,8 @@
 1. static linkage of python → torch → bitsandbytes' library (`linkage_check`), before anything is imported;
 2. installed versions (`installed`); stray distro ROCm packages (`verify.strays`);
 3. runtime in the venv and 4. NF4 (`runtime_check`), then the maps-vs-prediction comparison (`maps_compare`).
-The static part reads files only; the runtime part starts the venv's python once.
+The static part reads files only (nothing of the venv is imported or run); the runtime part starts the venv's python
+once, as the venv's owner (`runtime_check.probe_account`), never as root for a venv another account can change.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from verify.installed import check_bitsandbytes_version, check_system_rocm, chec
 from verify.linkage_check import Places, judge_linkage
 from verify.maps_compare import compare_maps
 from verify.report import FAIL, PASS, SKIP, WARN, CheckResult, build_report
-from verify.runtime_check import ProbeRun, RuntimeExpectations, judge_runtime, run_probe
+from verify.runtime_check import (
+    ProbeAccount,
+    ProbeRun,
+    RuntimeExpectations,
+    judge_runtime,
+    probe_account,
+    root_probe_refusal,
+    run_probe,
+)
 from verify.strays import find_strays
 from verify.torch_loads import torch_import_dlopens
 from verify.venv_layout import Venv, dist_version, find_venv, host_realpath, torch_version_module, under_root
@@ -45,6 +54,7 @@ class CheckOptions:
     root: Path = Path("/")
     timeout: float = 900.0
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
+    probe_user: str | None = None  # run the probe as this account (None: see runtime_check.probe_account)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -186,8 +196,10 @@ def _maps_check(options: CheckOptions, probe: ProbeRun, torch_dlopens: list[str]
 
 
 def run_checks(options: CheckOptions) -> dict[str, Any]:
-    """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv."""
+    """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv, and
+    runtime_check.ProbeAccountError for a probe account that cannot be used (both before anything is checked)."""
     venv = find_venv(options.venv, options.root)
+    account = None if options.static_only else probe_account(options.probe_user, venv.root)
     checks: list[CheckResult] = []
 
     try:
@@ -211,14 +223,19 @@ def run_checks(options: CheckOptions) -> dict[str, Any]:
             gpu_required=options.gpu_required,
             expected_bnb_library=f"libbitsandbytes_rocm{release_tag(options.expect_rocm)}.so",
         )
-        probe = run_probe(venv.python, options.device, env=options.environ, timeout=options.timeout)
+        refusal = root_probe_refusal(venv.root) if account.uid == 0 else None
+        if refusal is not None:
+            probe = ProbeRun(None, -1, (), refusal)
+        else:
+            probe = run_probe(venv.python, options.device, env=options.environ, timeout=options.timeout,
+                              account=account)
         runtime = judge_runtime(probe, want)
         checks.extend(runtime[:3])
         if probe.data is not None:
             checks.append(_maps_check(options, probe, torch_dlopens, venv))
         checks.extend(runtime[3:])
 
-    facts = _facts(options, venv, checks, choice, probe, strays_facts)
+    facts = _facts(options, venv, checks, choice, probe, strays_facts, account)
     request = {
         "venv": str(options.venv),
         "expect_rocm": options.expect_rocm,
@@ -246,6 +263,7 @@ def _facts(
     choice: BnbChoice | None,
     probe: ProbeRun | None,
     strays: dict[str, Any] | None,
+    account: ProbeAccount | None,
 ) -> dict[str, Any]:
     by_id = {c.id: c for c in checks}
     data = (probe.data if probe else None) or {}
@@ -289,4 +307,6 @@ def _facts(
         ),
         "strays": strays,
         "nf4": nf4,
+        # Who ran the venv's code (None: nothing of it ran — static checks only).
+        "probe_account": account.to_json() if account is not None else None,
     }

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: facts.probe_account, the account that ran the venv's code
 KIND = "rocm-fleet.verify-report"
 SCHEMA_RESOURCE = "report_schema.json"
 

@@ -4,12 +4,21 @@
 stdin (so the probed process imports nothing of ours). Everything after that is pure: `judge_runtime` turns the
 probe's JSON into `CheckResult`s. The comparison of /proc/self/maps with the static prediction is in
 `maps_compare.py`.
+
+Who runs the probe: the venv's code belongs to its owner, so the verifier (root, on a host) runs it as that account
+(`ProbeAccount`: its uid, gid and every group it is in — render and video reach the GPU as the owner would — with
+the owner's HOME, USER, LOGNAME, SHELL and a default PATH, cwd /). It runs it as root only for a venv in which
+nothing is owned or writable by another account (`root_probe_refusal`), and never imports anything of the venv
+itself.
 """
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
+import stat
 import subprocess
 from dataclasses import dataclass
 from importlib import resources
@@ -25,6 +34,94 @@ from verify.rocm_libraries import is_rocm_library
 NATIVE_CLASS = "CudaBNBNativeLibrary"  # bitsandbytes' class for a loaded CUDA/ROCm library
 MOCK_CLASS = "ErrorHandlerMockBNBNativeLibrary"  # what it installs when loading failed
 DEFAULT_TIMEOUT_S = 900
+# What the probe of another account gets from the caller's environment: what selects GPUs and libraries, the locale.
+# The rest (HOME, PATH, SUDO_*, PYTHON* …) is root's, not the owner's.
+PASSED_TO_OWNER = ("HIP_", "ROCR_", "HSA_", "GPU_", "AMD_", "CUDA_", "BNB_", "PYTORCH_", "OMP_", "LD_LIBRARY_PATH",
+                   "LD_PRELOAD", "LANG", "LC_")
+OWNER_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class ProbeAccountError(ValueError):
+    """The account to run the probe as cannot be used (bad input, exit code 2); one line naming it and the fix."""
+
+
+@dataclass(frozen=True)
+class ProbeAccount:
+    """The account the runtime probe runs as."""
+
+    user: str
+    uid: int
+    gid: int
+    groups: tuple[int, ...]  # every group it is in (initgroups), its primary group included
+    home: str
+    shell: str
+
+    @classmethod
+    def of(cls, entry: pwd.struct_passwd) -> "ProbeAccount":
+        groups = tuple(sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid))))
+        return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir, entry.pw_shell or "/bin/sh")
+
+    def group_names(self) -> list[str]:
+        names = []
+        for gid in self.groups:
+            try:
+                names.append(grp.getgrgid(gid).gr_name)
+            except KeyError:
+                names.append(str(gid))
+        return names
+
+    def to_json(self) -> dict[str, Any]:
+        return {"user": self.user, "uid": self.uid, "groups": self.group_names()}
+
+    def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
+        env = {key: value for key, value in environ.items() if key.startswith(PASSED_TO_OWNER)}
+        env.update(HOME=self.home, USER=self.user, LOGNAME=self.user, SHELL=self.shell, PATH=OWNER_PATH)
+        return env
+
+
+def probe_account(requested: str | None, venv_root: Path) -> ProbeAccount:
+    """The account to run the probe as: `requested` (the controller passes venv_owner), else — run by hand — the
+    owner of the venv's directory when this is root, or this process's own account."""
+    euid = os.geteuid()
+    try:
+        if requested is not None:
+            entry = pwd.getpwnam(requested)
+        elif euid == 0:
+            entry = pwd.getpwuid(os.stat(venv_root).st_uid)
+        else:
+            entry = pwd.getpwuid(euid)
+    except KeyError:
+        what = f"account {requested!r}" if requested is not None else f"the owner of {venv_root}"
+        raise ProbeAccountError(f"--probe-user: {what} does not exist — pass the venv's owner (venv_owner)") from None
+    except OSError as error:
+        raise ProbeAccountError(f"{venv_root}: {error.strerror}") from None
+    if euid != 0 and entry.pw_uid != euid:
+        raise ProbeAccountError(f"--probe-user {entry.pw_name}: only root can run the probe as another account — "
+                                f"run the check as {entry.pw_name}, or as root")
+    return ProbeAccount.of(entry)
+
+
+def root_probe_refusal(venv_root: Path) -> str | None:
+    """Why root must not run the probe in this venv: its first entry owned by, or writable by, an account other than
+    root (a .pth file there runs at interpreter start); None when it is root's alone. Nothing is followed or opened."""
+    for directory, subdirectories, names in os.walk(venv_root):
+        for name in subdirectories + names:
+            path = os.path.join(directory, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            writable = not stat.S_ISLNK(info.st_mode) and (
+                info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != 0))
+            if info.st_uid != 0 or writable:
+                try:
+                    owner = pwd.getpwuid(info.st_uid).pw_name
+                except KeyError:
+                    owner = f"uid {info.st_uid}"
+                why = f"belongs to {owner}" if info.st_uid != 0 else "is writable by other accounts"
+                return (f"not run as root: {path} {why}, and code in the venv would run as root — pass --probe-user "
+                        f"with the venv's owner (venv_owner), or rebuild the venv as root's")
+    return None
 
 
 @dataclass(frozen=True)
@@ -62,15 +159,24 @@ def run_probe(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    account: ProbeAccount | None = None,
 ) -> ProbeRun:
-    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …).
+    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …), as
+    `account` when that is not this process's own (then with that account's environment, see ProbeAccount).
 
+    Python's own subprocess switches the account (setgroups, setregid, setreuid in the child, before exec): the
+    verifier is standard library only and needs no setpriv/runuser on the host, and no shell sits in between.
     -B: write no .pyc into the venv — verification changes nothing on the host.
     """
     command = [
         str(python), "-B", "-", "--device", device,
         "--size", str(nf4_bounds.SHAPE[0]), "--blocksize", str(nf4_bounds.BLOCKSIZE), "--seed", str(nf4_bounds.SEED),
     ]
+    environ = dict(os.environ if env is None else env)
+    switch = {}
+    if account is not None and account.uid != os.geteuid():
+        switch = {"user": account.uid, "group": account.gid, "extra_groups": list(account.groups)}
+        environ = account.environment(environ)
     try:
         done = subprocess.run(
             command,
@@ -78,8 +184,9 @@ def run_probe(
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=dict(os.environ if env is None else env),
-            cwd="/",
+            env=environ,
+            cwd="/",  # readable by every account
+            **switch,
         )
     except subprocess.TimeoutExpired as expired:
         tail = (expired.stderr or b"")[-2000:]

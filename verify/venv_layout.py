@@ -3,18 +3,49 @@
 `find_venv` checks that a path is a usable venv; `dist_version` reads an installed distribution's version from its
 `.dist-info/METADATA` (what pip recorded, including local labels like `+rocm7.2`); `torch_version_module` reads the
 assignments in `torch/version.py` with `ast` — importing it would import torch.
+
+The venv belongs to an ordinary account while the verifier runs as root (on a host, and in the apt hook): every file
+of it is hostile input. `read_venv_text` is how its text files are read — as data, bounded, regular files only.
 """
 
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import posixpath
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from verify.fsview import FileSystemView
+
+
+# The largest venv text file read: torch/version.py is well under 1 KiB, a METADATA file tens of KiB (its headers,
+# all that is read from it, come first). A file the venv's owner made huge costs root no more than this.
+MAX_TEXT_BYTES = 1 << 20
+
+
+def read_venv_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
+    """The first `limit` bytes of a text file in a venv, decoded leniently. Only a regular file is read (a FIFO or a
+    device would block the verifier, or never end), opened without blocking and without following a symlink as its
+    last component. Raises OSError when it is not such a file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        remaining = limit
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 class VenvError(ValueError):
@@ -77,7 +108,7 @@ def dist_version(site_packages: Path, name: str) -> str | None:
         if _normalize(dist) != wanted:
             continue
         try:
-            metadata = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
+            metadata = read_venv_text(info / "METADATA")
         except OSError:
             continue
         for line in metadata.splitlines():
@@ -92,7 +123,7 @@ def torch_version_module(site_packages: Path) -> dict[str, str | None]:
     """The string constants of torch/version.py (`__version__`, `hip`, `cuda`, `rocm`, …); {} when absent."""
     path = site_packages / "torch" / "version.py"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = ast.parse(read_venv_text(path), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return {}
     values: dict[str, str | None] = {}

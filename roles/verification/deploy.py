@@ -1,7 +1,8 @@
 """The verification stage as a pyinfra deploy: upload the verifier, run every check on the host, keep the report.
 
 Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
-venv's python (with -B, so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the
+venv's python (with -B, so not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv
+another account owns: the verifier runs as root, the code in the venv is its owner's. On the controller it writes reports/<host>.json and, when the
 run ends, the fleet summary (`fleet.py`). A host whose verdict is "fail" is failed with the report's one-line reason;
 pyinfra then runs nothing more on it and exits 1.
 """
@@ -31,6 +32,7 @@ def check_arguments(settings: HostSettings) -> list[str]:
         "--expect-rocm", settings.rocm_release,
         "--expect-bitsandbytes", settings.bitsandbytes_version,
         "--device", settings.verify_device,
+        "--probe-user", settings.venv_owner,
         "--json",
     ]
     if not settings.gpu_required:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 EXIT_MARKER = "rocm-fleet-verify-exit="
 REPORT_KIND = "rocm-fleet.verify-report"
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)  # 1: before facts.probe_account; still read (last-pass reports, drift)
 
 
 @dataclass(frozen=True)

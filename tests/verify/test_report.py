@@ -19,7 +19,8 @@ def _report(checks):
                  "device": "auto", "gpu_required": True, "static_only": False, "root": "/"},
         facts={"rocm": "7.2.4-93", "torch": "2.13.0+rocm7.2", "torch_hip": "7.2.53211", "bitsandbytes": "0.50.1",
                "bnb_library": "libbitsandbytes_rocm72.so", "gpus": [], "device_mode": "gpu", "linkage": None,
-               "strays": None, "nf4": []},
+               "strays": None, "nf4": [], "probe_account": {"user": "alice", "uid": 1001,
+                                                             "groups": ["alice", "render", "video"]}},
         checks=checks,
         generated_at="2026-11-29T18:00:00Z",
         tool_version="0.1.0",
@@ -55,7 +56,9 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
     jsonschema.validate(report, schema)
     assert report["checks"][0]["evidence"] == {"paths": ["a", "b"]}
     for mutate in (
-        lambda r: r.update(schema_version=2),
+        lambda r: r.update(schema_version=3),
+        lambda r: r["facts"].pop("probe_account"),  # version 2 says who ran the venv's code
+        lambda r: r["facts"].update(probe_account={"user": "alice"}),
         lambda r: r["checks"][0].update(status="ok"),
         lambda r: r["checks"][0].update(reason="two\nlines"),
         lambda r: r.update(checks=[]),
@@ -66,6 +69,15 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
         mutate(broken)
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, schema)
+
+
+def test_a_version_1_report_kept_on_a_controller_stays_valid():
+    """Reports of the verifier before facts.probe_account (reports/last-pass/, the apt hook's last.json) are still
+    read: the schema accepts them as version 1."""
+    old = _report([CheckResult("linkage.static", "static linkage", PASS, "ok")])
+    old["schema_version"] = 1
+    old["facts"].pop("probe_account")
+    jsonschema.validate(old, load_schema())
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ data, for the GPU cases this machine cannot produce.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
@@ -159,3 +161,94 @@ def test_a_probe_that_died_is_one_failure_with_its_last_words():
                    "(killed by signal 11; last line: Fatal Python error: Segmentation fault)")
     (result,) = judge_runtime(run, WANT_GPU)
     assert result.status == FAIL and "signal 11" in result.reason
+
+
+# --- who runs the probe (issue 9: the venv's code is its owner's, never root's) ----------------------------------
+
+def _owned_venv(directory, owner_uid: int, log):
+    """A small real venv (no torch) owned by `owner_uid`, with a zz.pth that appends who started its python to
+    `log`: what an ordinary account can drop into its own venv."""
+    import subprocess
+
+    venv = directory / "venv"
+    # Debian's python3: this test's own interpreter may lie where other accounts cannot reach (pyenv under /root).
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "zz.pth").write_text(
+        "import os; f = open(%r, 'a'); f.write('%%d %%s %%s\\n' %% (os.getuid(), os.environ.get('HOME'), "
+        "os.environ.get('USER'))); f.close()\n" % str(log))
+    log.touch()
+    log.chmod(0o666)
+    for path in [venv, *venv.rglob("*")]:
+        os.lchown(path, owner_uid, owner_uid)
+    return venv
+
+
+@pytest.mark.root
+def test_the_probe_runs_as_the_venvs_owner_with_the_owners_environment():
+    """Issue 9, Critical: `verify check` ran the venv's python as root, so a .pth file its owner dropped into
+    site-packages ran as uid 0. Run as root by hand (no --probe-user), the probe now runs as the venv's owner
+    (here nobody), with nobody's HOME and USER; with --probe-user the named account; and the report says who."""
+    import pwd
+
+    from tests.support.venvs import root_only_dir
+    from tests.support.verify_runs import run_check
+
+    nobody = pwd.getpwnam("nobody")
+    with root_only_dir() as directory:
+        log = directory / "uids"
+        venv = _owned_venv(directory, nobody.pw_uid, log)
+        report, done = run_check(venv, "--device", "cpu")
+        assert report is not None, done.stderr
+        # Every start of the venv's python, and only those, appended a line: all of them nobody's.
+        assert set(log.read_text().splitlines()) == {f"{nobody.pw_uid} {nobody.pw_dir} nobody"}
+        assert report["facts"]["probe_account"] == {"user": "nobody", "uid": nobody.pw_uid, "groups": ["nogroup"]}
+        report, done = run_check(venv, "--device", "cpu", "--probe-user", "nobody")
+        assert report["facts"]["probe_account"]["user"] == "nobody"
+        assert set(log.read_text().splitlines()) == {f"{nobody.pw_uid} {nobody.pw_dir} nobody"}
+
+
+@pytest.mark.root
+def test_root_never_runs_the_probe_in_a_venv_another_account_can_change():
+    """--probe-user root (e.g. venv_owner still root in the inventory) on a venv with a file of another account:
+    the probe is not run, and the report says why."""
+    import pwd
+
+    from tests.support.venvs import root_only_dir
+    from tests.support.verify_runs import run_check
+
+    with root_only_dir() as directory:
+        log = directory / "uids"
+        venv = _owned_venv(directory, 0, log)
+        planted = next((venv / "lib").glob("python3*/site-packages")) / "zz.pth"
+        os.chown(planted, pwd.getpwnam("nobody").pw_uid, -1)
+        report, done = run_check(venv, "--device", "cpu", "--probe-user", "root")
+        assert report is not None, done.stderr
+        torch = check_by_id(report, "runtime.torch")
+        assert torch["status"] == FAIL
+        assert torch["reason"] == (f"runtime probe failed: not run as root: {planted} belongs to nobody, and code in "
+                                   "the venv would run as root — pass --probe-user with the venv's owner (venv_owner), "
+                                   "or rebuild the venv as root's")
+        assert log.read_text() == ""
+        assert report["facts"]["probe_account"]["user"] == "root"
+
+
+def test_probe_account_errors_are_one_line_usage_errors(tmp_path):
+    from verify.runtime_check import ProbeAccountError, probe_account
+
+    with pytest.raises(ProbeAccountError, match=r"^--probe-user: account 'no-such-user' does not exist — pass the "
+                                                r"venv's owner \(venv_owner\)$"):
+        probe_account("no-such-user", tmp_path)
+    assert probe_account(None, tmp_path).uid == os.geteuid()  # tmp_path is this process's
+
+
+def test_the_owners_environment_keeps_what_selects_gpus_and_libraries_only():
+    from verify.runtime_check import ProbeAccount
+
+    account = ProbeAccount("alice", 1001, 1001, (44, 109, 1001), "/home/alice", "/bin/bash")
+    env = account.environment({"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/x",
+                               "BNB_ROCM_VERSION": "72", "HOME": "/root", "PATH": "/root/bin:/usr/bin",
+                               "PYTHONPATH": "/root/lib", "SUDO_USER": "admin", "LANG": "C.UTF-8"})
+    assert env == {"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/x",
+                   "BNB_ROCM_VERSION": "72", "LANG": "C.UTF-8", "HOME": "/home/alice", "USER": "alice",
+                   "LOGNAME": "alice", "SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin"}

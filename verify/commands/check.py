@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from verify.host_check import CheckOptions, run_checks
+from verify.runtime_check import ProbeAccountError
 from verify.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -39,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="analyse the filesystem image at DIR (implies --static-only)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--probe-user", metavar="USER",
+                        help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
+                        "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
+                        "venv nothing of which another account owns or can write")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -66,10 +71,11 @@ def run(args: argparse.Namespace) -> int:
         root=root,
         timeout=args.timeout,
         torch_label=args.torch_label,
+        probe_user=args.probe_user,
     )
     try:
         report = run_checks(options)
-    except VenvError as error:
+    except (VenvError, ProbeAccountError) as error:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
     if args.json:

@@ -158,11 +158,14 @@ def settings(**data):
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--json"]
+                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
                                           torch_label=LABEL))
-    assert test_fleet[-5:] == ["cpu", "--no-gpu-required", "--torch-label", LABEL, "--json"]
+    assert test_fleet[-7:] == ["cpu", "--probe-user", "root", "--no-gpu-required", "--torch-label", LABEL, "--json"]
     assert "/srv/venv" in test_fleet
+    # The venv's code runs as its owner (issue 9): the verifier, root, is told whom.
+    owned = check_arguments(settings(venv_owner="alice"))
+    assert owned[owned.index("--probe-user") + 1] == "alice"
 
 
 def test_the_remote_command_always_reports_the_verifiers_exit_status():

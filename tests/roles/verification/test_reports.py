@@ -33,7 +33,7 @@ def test_a_usage_error_has_no_report_and_keeps_the_verifiers_line():
 def test_output_that_is_not_a_report_this_controller_reads():
     assert "not JSON" in parse_check_output("{broken\n" + f"{EXIT_MARKER}1").error
     assert "not a rocm-fleet report" in parse_check_output('{"kind": "other"}').error
-    newer = json.dumps({"kind": "rocm-fleet.verify-report", "schema_version": 2})
+    newer = json.dumps({"kind": "rocm-fleet.verify-report", "schema_version": 3})
     assert "update the checkout" in parse_check_output(newer).error
     assert parse_check_output("", "").exit_code is None
 
@@ -45,3 +45,8 @@ def test_reports_are_written_whole_under_a_safe_name(tmp_path: Path):
     assert saved == tmp_path / "reports" / "@chroot_srv_ws1.json"
     assert json.loads(saved.read_text()) == {"verdict": "pass"}
     assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no partial file left behind
+
+
+def test_reports_of_the_version_before_the_probe_account_are_still_read():
+    old = json.dumps({"kind": "rocm-fleet.verify-report", "schema_version": 1, "verdict": "pass"})
+    assert parse_check_output(old + f"\n{EXIT_MARKER}0").report["schema_version"] == 1
