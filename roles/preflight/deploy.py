@@ -10,6 +10,8 @@ from roles.preflight.model import PreflightInput, check, disk_needs
 from roles.rocm.facts import InstalledRocm
 from roles.settings import settings_for
 from roles.stage_control import note, stop
+from roles.venv.facts import VenvPathAccess
+from roles.venv.model import venv_path_problem
 
 
 @deploy("Preflight")
@@ -31,7 +33,11 @@ def preflight():
         required_users=users,
         existing_users=host.get_fact(ExistingUsers, users=list(users)),
     ))
-    if verdict.fit:
+    # Before any stage changes anything: a venv path other accounts can write is refused here (issue 9).
+    venv_path = venv_path_problem(settings.venv_path, settings.venv_owner,
+                                  host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+    problems = verdict.problems + ((venv_path,) if venv_path else ())
+    if not problems:
         note(verdict.summary, name="host is fit")
     else:
-        stop("host is not fit", "preflight: " + "; ".join(verdict.problems))
+        stop("host is not fit", "preflight: " + "; ".join(problems))

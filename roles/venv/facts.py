@@ -1,6 +1,10 @@
-"""Facts of the venv stage: the host's python3 (what the wheels must fit) and what an existing venv holds.
+"""Facts of the venv stage: the host's python3 (what the wheels must fit), what an existing venv holds, and who can
+write the directories leading to it.
 
-Both run a few lines of Python on the host and print JSON; `process` turns it into the model's dataclasses.
+None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
+venv is read as data by the host's own python3 (`python3 -I`: root's interpreter, no PYTHON* variables, no user site,
+not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info, the owner of each entry —
+with bounded reads of regular files only (a FIFO planted as METADATA must not hang root's plan).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from packaging.utils import canonicalize_name
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.venv.model import HostPython, VenvState
+from roles.venv.model import HostPython, PathAccess, VenvState, ancestors, parse_path_access
 
 _HOST_PYTHON = (
     "import json, os, platform, sys; "
@@ -21,14 +25,89 @@ _HOST_PYTHON = (
     "'glibc': libc[1] if len(libc) == 2 and libc[0] == 'glibc' else None, 'machine': platform.machine()}))"
 )
 
-# Runs with the venv's own interpreter: sys.prefix is the venv, importlib.metadata sees exactly its packages.
-_VENV_STATE = (
-    "import json, os, platform, pwd, sys; from importlib import metadata; "
-    "uid = os.stat(sys.prefix).st_uid; "
-    "owner = next((p.pw_name for p in pwd.getpwall() if p.pw_uid == uid), str(uid)); "
-    "print(json.dumps({'python': platform.python_version(), 'owner': owner, "
-    "'packages': {d.metadata['Name']: d.version for d in metadata.distributions() if d.metadata['Name']}}))"
-)
+# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
+_VENV_STATE = r'''
+import json, os, pwd, stat, sys
+venv, owner = sys.argv[1], sys.argv[2]
+LIMIT = 1 << 20
+def text(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        data = b""
+        while len(data) < LIMIT:
+            chunk = os.read(fd, LIMIT - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return data.decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+def name_of(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+def headers(path):
+    found = {}
+    for line in text(path).splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.lower() in ("name", "version") and key.lower() not in found:
+            found[key.lower()] = value.strip()
+    return found
+if not os.path.lexists(os.path.join(venv, "bin", "python")):
+    print("null")
+    sys.exit(0)
+state = {"owner": name_of(os.stat(venv).st_uid), "python": None, "packages": {}, "foreign": None, "broken": None}
+problems = []
+if not os.path.exists(os.path.join(venv, "bin", "python")):
+    problems.append("bin/python points to an interpreter that is gone")
+try:
+    config = dict(line.split("=", 1) for line in text(os.path.join(venv, "pyvenv.cfg")).splitlines() if "=" in line)
+    config = {key.strip(): value.strip() for key, value in config.items()}
+    state["python"] = config.get("version") or config.get("version_info")
+except OSError as error:
+    problems.append("no readable pyvenv.cfg")
+if not state["python"]:
+    problems.append("pyvenv.cfg names no Python version")
+try:
+    sites = [os.path.join(venv, "lib", d, "site-packages") for d in sorted(os.listdir(os.path.join(venv, "lib")))
+             if d.startswith("python3") and os.path.isdir(os.path.join(venv, "lib", d, "site-packages"))]
+except OSError:
+    sites = []
+if len(sites) != 1:
+    problems.append("%d lib/python3*/site-packages" % len(sites))
+for site in sites:
+    for entry in sorted(os.listdir(site)):
+        if entry.endswith(".dist-info"):
+            try:
+                found = headers(os.path.join(site, entry, "METADATA"))
+            except OSError:
+                continue
+            if found.get("name") and found.get("version"):
+                state["packages"][found["name"]] = found["version"]
+try:
+    owner_uid = pwd.getpwnam(owner).pw_uid
+except KeyError:
+    owner_uid = None
+if owner_uid is not None:
+    for directory, subdirectories, names in os.walk(venv):
+        for name in subdirectories + names:
+            path = os.path.join(directory, name)
+            try:
+                if os.lstat(path).st_uid != owner_uid:
+                    state["foreign"] = path
+                    break
+            except OSError:
+                pass
+        if state["foreign"]:
+            break
+state["broken"] = "; ".join(problems) or None
+print(json.dumps(state))
+'''
 
 
 def _load(output, what: str):
@@ -42,7 +121,7 @@ class HostPython3(FactBase):
     """The host's python3 (version, glibc, machine), or None when there is no python3."""
 
     def command(self) -> str:
-        return f"if command -v python3 >/dev/null; then python3 -c {shlex.quote(_HOST_PYTHON)}; else echo null; fi"
+        return f"if command -v python3 >/dev/null; then python3 -I -c {shlex.quote(_HOST_PYTHON)}; else echo null; fi"
 
     def process(self, output) -> HostPython | None:
         data = _load(output, "host python3")
@@ -54,17 +133,48 @@ class HostPython3(FactBase):
 
 
 class VenvContents(FactBase):
-    """What the venv at `path` holds: a VenvState; None when there is no venv; "broken" when its python does not run
-    (e.g. the interpreter it was made from is gone)."""
+    """What the venv at `path` holds, read as data: a VenvState (its `broken` says why it cannot be used as it is,
+    its `foreign` names a file not owned by `owner`); None when there is no venv."""
 
-    def command(self, path: str) -> str:
+    def command(self, path: str, owner: str) -> str:
         python = shlex.quote(f"{path}/bin/python")
-        return (f"if [ -e {python} ] || [ -L {python} ]; then "
-                f"{python} -c {shlex.quote(_VENV_STATE)} 2>/dev/null || echo '\"broken\"'; else echo null; fi")
+        read = f"python3 -I -c {shlex.quote(_VENV_STATE)} {shlex.quote(path)} {shlex.quote(owner)}"
+        no_python3 = json.dumps({"owner": None, "python": None, "packages": {}, "foreign": None,
+                                 "broken": "the host has no python3 to read it with"})
+        return (f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "
+                f"elif command -v python3 >/dev/null; then {read}; else echo {shlex.quote(no_python3)}; fi")
 
-    def process(self, output) -> VenvState | str | None:
+    def process(self, output) -> VenvState | None:
         data = _load(output, "venv contents")
-        if data is None or data == "broken":
-            return data
+        if data is None:
+            return None
         packages = {canonicalize_name(name): version for name, version in data["packages"].items()}
-        return VenvState(python=data["python"], owner=data["owner"], packages=packages)
+        return VenvState(python=data["python"] or "?", owner=data["owner"] or "?", packages=packages,
+                         foreign=data.get("foreign"), broken=data.get("broken"))
+
+
+class VenvPathAccess(FactBase):
+    """Who can write the directories leading to the venv at `path` (see model.venv_path_problem): every existing
+    ancestor of the path as written and of its resolved form, `stat`ed without following it, the owner's uid, and
+    the accounts in each group involved. Shell and coreutils only: it runs in preflight, before python3 may exist."""
+
+    def command(self, path: str, owner: str) -> str:
+        written = " ".join(shlex.quote(directory) for directory in ancestors(path))
+        return (
+            f"p={shlex.quote(path)}; "
+            f"printf 'owner %s\\n' \"$(id -u -- {shlex.quote(owner)} 2>/dev/null)\"; "
+            'r=$(realpath -m -- "$(dirname -- "$p")"); printf \'resolved %s\\n\' "$r"; '
+            f'dirs=$({{ for d in {written}; do printf \'%s\\n\' "$d"; done; d=$r; printf \'%s\\n\' "$d"; '
+            'while [ "$d" != / ]; do d=$(dirname -- "$d"); printf \'%s\\n\' "$d"; done; } | sort -u | '
+            'while IFS= read -r d; do if [ -e "$d" ] || [ -L "$d" ]; then '
+            "stat -c 'dir %u %g %f %U %G %n' -- \"$d\"; fi; done); "
+            'printf \'%s\\n\' "$dirs"; for g in $(printf \'%s\\n\' "$dirs" | cut -d" " -f3 | sort -u); do '
+            'getent group "$g" | sed "s/^/group /"; '
+            'getent passwd | awk -F: -v g="$g" \'$4 == g {print "primary " g " " $1}\'; done'
+        )
+
+    def default(self) -> PathAccess:  # no output at all (e.g. a @fake host): nothing known, nothing refused
+        return PathAccess(owner_uid=None, entries=())
+
+    def process(self, output) -> PathAccess:
+        return parse_path_access(list(output))

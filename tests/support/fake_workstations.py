@@ -40,6 +40,9 @@ LISTS_NOBLE = [
     "==> /etc/apt/sources.list.d/amdgpu.list",
     "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main",
 ]
+# The VenvPathAccess fact (roles/venv/facts.py): /opt/rocm-fleet/venv under root's own /opt.
+VENV_PATH_ACCESS = ["owner 0", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
+                    "group root:x:0:", "primary 0 root"]
 UBUNTU_COLLIDING = ["rocminfo\t5.7.1-3build1\tii ", "hipcc\t5.7.1-3\tii ", "rocm-cmake\t6.0.0-1\tii "]
 UBUNTU_REMOVAL = ["Remv hipcc [5.7.1-3]", "Remv rocm-cmake [6.0.0-1]", "Remv rocminfo [5.7.1-3build1]"]
 
@@ -47,6 +50,7 @@ UBUNTU_REMOVAL = ["Remv hipcc [5.7.1-3]", "Remv rocm-cmake [6.0.0-1]", "Remv roc
 def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), removal=(), groups=GROUPS_FRESH):
     # Insertion order matters: the first matching key answers. InstalledRocm's command also runs dpkg-query.
     return {
+        "realpath -m": VENV_PATH_ACCESS,  # before "getent passwd": its command runs getent too
         "readlink -e /opt/rocm": list(rocm),
         "cat /etc/os-release": list(os_release),
         "/sys/bus/pci/devices": RX7900XT,

@@ -1,4 +1,5 @@
-"""roles/venv/facts.py: each fact's shell text run for real on this machine, and its output parsed."""
+"""roles/venv/facts.py: each fact's shell text run for real on this machine, and its output parsed — and none of them
+runs anything of the venv (issue 9: they run as root, the venv is an ordinary account's)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,20 @@ from pathlib import Path
 import pytest
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.venv.facts import HostPython3, VenvContents
-from roles.venv.model import HostPython, VenvState
+from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
+from roles.venv.model import HostPython, VenvState, venv_path_problem
+
+from tests.support.venvs import root_only_dir
+
+ME = pwd.getpwuid(os.getuid()).pw_name
 
 
 def run_fact(fact, env=None, **arguments):
-    done = subprocess.run(["/bin/sh", "-c", fact.command(**arguments)], capture_output=True, text=True, env=env)
+    if isinstance(fact, VenvContents):
+        arguments.setdefault("owner", ME)
+    # The timeout only keeps a regression from hanging the suite (a fact that blocks on a FIFO); nothing waits on it.
+    done = subprocess.run(["/bin/sh", "-c", fact.command(**arguments)], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr
     return fact.process(done.stdout.splitlines())
 
@@ -43,8 +52,9 @@ def test_venv_contents_of_a_fresh_venv(tmp_path):
     found = run_fact(VenvContents(), path=str(tmp_path / "v"))
     assert isinstance(found, VenvState)
     assert found.python == platform.python_version()
-    assert found.owner == pwd.getpwuid(os.getuid()).pw_name
+    assert found.owner == ME
     assert "torch" not in found.packages
+    assert found.broken is None and found.foreign is None
 
 
 def test_venv_contents_absent_and_broken(tmp_path):
@@ -53,7 +63,7 @@ def test_venv_contents_absent_and_broken(tmp_path):
     python = tmp_path / "v" / "bin" / "python"
     python.unlink()
     python.symlink_to("/usr/bin/python3.0-gone")  # the interpreter the venv was made from was removed
-    assert run_fact(VenvContents(), path=str(tmp_path / "v")) == "broken"
+    assert run_fact(VenvContents(), path=str(tmp_path / "v")).broken == "bin/python points to an interpreter that is gone"
 
 
 def test_venv_contents_path_with_a_space(tmp_path):
@@ -70,6 +80,90 @@ def test_venv_contents_sees_local_version_labels():
     assert found.packages["torch"] == "2.13.0+cpu"  # the label pyinfra's pip fact drops
     assert found.packages["bitsandbytes"] == "0.50.1"
     assert found.owner == pwd.getpwuid(Path(venv).stat().st_uid).pw_name
+
+
+def test_the_venvs_own_code_never_runs(tmp_path):
+    """Issue 9, Critical: the fact ran VENV/bin/python as root, and a .pth file in site-packages runs at every start
+    of that interpreter. Both are planted here; the fact reads the venv as data and neither runs."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    ran = tmp_path / "ran"
+    python = tmp_path / "v" / "bin" / "python"
+    python.unlink()
+    python.write_text(f"#!/bin/sh\necho python >> {ran}\nexec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
+    (site / "zz.pth").write_text(f"import os; open({str(ran)!r}, 'a').write('pth %d\\n' % os.getuid())\n")
+    info = site / "torch-2.13.0+rocm7.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+rocm7.2\n\nLong text\n")
+    found = run_fact(VenvContents(), path=str(tmp_path / "v"))
+    assert found.packages == {"torch": "2.13.0+rocm7.2"}
+    assert not ran.exists(), ran.read_text()
+
+
+def test_a_fifo_or_huge_file_in_the_venv_does_not_hang_or_flood_the_fact(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
+    (site / "evil-1.dist-info").mkdir()
+    os.mkfifo(site / "evil-1.dist-info" / "METADATA")  # nobody ever writes: a blocking read would wait forever
+    (site / "big-1.dist-info").mkdir()
+    with open(site / "big-1.dist-info" / "METADATA", "wb") as big:
+        big.truncate(1 << 34)  # 16 GiB, sparse: read whole, it would take the machine's memory
+    (site / "ok-1.0.dist-info").mkdir()
+    (site / "ok-1.0.dist-info" / "METADATA").write_text("Name: ok\nVersion: 1.0\n")
+    found = run_fact(VenvContents(), path=str(tmp_path / "v"))
+    assert found.packages == {"ok": "1.0"}
+
+
+def test_files_of_another_account_in_the_venv_are_named(tmp_path):
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign is None
+    stray = tmp_path / "v" / "pyvenv.cfg"
+    os.chown(stray, 65534, 65534)
+    assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign == str(stray)
+
+
+def _access(path: Path, owner: str = "root") -> str | None:
+    return venv_path_problem(str(path), owner, run_fact(VenvPathAccess(), path=str(path), owner=owner))
+
+
+@pytest.fixture
+def root_dir():
+    with root_only_dir() as made:
+        assert _access(made / "venv") is None, "the checkout's directories are not root's alone"
+        yield made
+
+
+def test_venv_path_access_reads_both_chains(root_dir):
+    link = root_dir / "link"
+    (root_dir / "real" / "a").mkdir(parents=True)
+    link.symlink_to(root_dir / "real")
+    found = run_fact(VenvPathAccess(), path=str(link / "a" / "venv"), owner="root")
+    assert found.owner_uid == 0 and found.resolved_parent == str(root_dir / "real" / "a")
+    by_path = {entry.path: entry for entry in found.entries}
+    assert by_path[str(link)].is_link  # the path as written, not followed
+    assert {"/", str(root_dir), str(root_dir / "real"), str(root_dir / "real" / "a")} <= set(by_path)
+    assert 0 in found.group_accounts and "root" in found.group_accounts[0]
+
+
+def test_venv_path_writable_by_another_account_is_refused(root_dir):
+    """Issue 9: a venv_path whose directories another account can write — owned by it, world-writable (sticky or
+    not), or reached through a symlink into such a place — is refused; the owner's own directory is not."""
+    other = root_dir / "other"
+    (other / "deeper").mkdir(parents=True)
+    os.chown(other, 65534, 65534)  # nobody's
+    assert _access(other / "deeper" / "venv") == (
+        f"venv_path {other}/deeper/venv: {other} is owned by nobody — another account could swap the venv and have "
+        "its code run as root; use a venv_path whose directories only root can write (e.g. /opt/rocm-fleet/venv), "
+        f"or fix {other} (chown root: / chmod go-w)")
+    shared = root_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    assert f"{shared} is writable by every account" in _access(shared / "venv")
+    link = root_dir / "link"
+    link.symlink_to(other / "deeper")
+    assert f"{other} is owned by nobody" in _access(link / "venv")
+    assert _access(other / "deeper" / "venv", owner="nobody") is None
 
 
 def test_unreadable_output_is_a_fact_error():
