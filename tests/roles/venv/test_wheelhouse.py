@@ -48,14 +48,27 @@ def test_complete_only_with_a_matching_stamp_and_every_file(tmp_path):
     assert not wheelhouse._complete(tmp_path / "missing", recipe)
 
 
-def test_a_wheel_changed_since_its_download_is_not_taken_for_complete(tmp_path):
+def test_a_wheel_changed_since_its_download_is_downloaded_again(tmp_path, monkeypatch):
     """Issue 9, High 3: the stamp compared sizes only, so a wheel rewritten with the same size (another local account,
-    a disk error) was uploaded and installed. Now each wheel's sha256 is checked once per controller process."""
-    recipe = _recipe()
-    _fake_set(tmp_path / "a", {"x-1-py3-none-any.whl": b"12345"}, recipe)
-    (tmp_path / "a" / "x-1-py3-none-any.whl").write_bytes(b"54321")  # the same size
-    wheelhouse._verified.clear()
-    assert not wheelhouse._complete(tmp_path / "a", recipe)
+    a disk error) was taken for complete, uploaded and installed. Now its sha256 is checked once per controller
+    process, and a changed set is downloaded again. (pip download is replaced by a writer of fixed files here.)"""
+    downloads = []
+
+    def fake_download(dest, target, requirements, extra):
+        downloads.append(list(requirements))
+        for name in ("torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "bitsandbytes-0.50.1-py3-none-any.whl"):
+            if name.split("-")[0] in " ".join(requirements):
+                (dest / name).write_bytes(b"the real wheel " + name.encode())
+
+    monkeypatch.setattr(wheelhouse, "_pip_download", fake_download)
+    directory = prepare_wheelhouse(tmp_path, DEBIAN12, TORCH_SPEC, TORCH_INDEX, OTHERS)
+    assert len(downloads) == 2
+    wheel = directory / "bitsandbytes-0.50.1-py3-none-any.whl"
+    wheel.write_bytes(wheel.read_bytes().replace(b"real", b"evil"))  # the same size
+    wheelhouse._verified.clear()  # as in the next controller process
+    directory = prepare_wheelhouse(tmp_path, DEBIAN12, TORCH_SPEC, TORCH_INDEX, OTHERS)
+    assert len(downloads) == 4, "a wheel changed since its download was taken for complete"
+    assert wheel.read_bytes().startswith(b"the real wheel")
 
 
 def test_requirements_list_every_wheel_with_its_sha256(tmp_path):
