@@ -18,8 +18,10 @@ import grp
 import json
 import os
 import pwd
+import signal
 import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -39,6 +41,7 @@ DEFAULT_TIMEOUT_S = 900
 PASSED_TO_OWNER = ("HIP_", "ROCR_", "HSA_", "GPU_", "AMD_", "CUDA_", "BNB_", "PYTORCH_", "OMP_", "LD_LIBRARY_PATH",
                    "LD_PRELOAD", "LANG", "LC_")
 OWNER_PATH = "/usr/local/bin:/usr/bin:/bin"
+PROBE_OUTPUT_LIMIT = 16 * 1024 * 1024  # the probe's report is well under 1 MiB (its maps lists are the bulk)
 
 
 class ProbeAccountError(ValueError):
@@ -177,37 +180,59 @@ def run_probe(
     if account is not None and account.uid != os.geteuid():
         switch = {"user": account.uid, "group": account.gid, "extra_groups": list(account.groups)}
         environ = account.environment(environ)
-    try:
-        done = subprocess.run(
-            command,
-            input=probe_source(),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=environ,
-            cwd="/",  # readable by every account
-            **switch,
-        )
-    except subprocess.TimeoutExpired as expired:
-        tail = (expired.stderr or b"")[-2000:]
-        tail_text = tail.decode("utf-8", "replace") if isinstance(tail, bytes) else tail
-        return ProbeRun(None, -1, tuple(tail_text.splitlines()[-10:]), f"the probe did not finish within {timeout:.0f} s")
-    except OSError as error:
-        return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
-    stderr_tail = tuple(line for line in done.stderr.splitlines() if line.strip())[-10:]
+    # Its output goes to private unnamed files, of which only the tails are read: the probe is the owner's code, and
+    # root's verifier must neither take in whatever it prints nor wait for a child it left holding a pipe. Its own
+    # session, so that what it started is stopped with it.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env=environ,
+                                       cwd="/",  # readable by every account
+                                       start_new_session=True, **switch)
+        except OSError as error:
+            return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
+        timed_out = False
+        try:
+            process.communicate(probe_source().encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _stop_session(process)
+        stdout, stderr = _tail(out, PROBE_OUTPUT_LIMIT), _tail(err, 64 * 1024)
+    stderr_tail = tuple(line for line in stderr.splitlines() if line.strip())[-10:]
+    if timed_out:
+        return ProbeRun(None, -1, stderr_tail, f"the probe did not finish within {timeout:.0f} s")
     data = None
-    for line in reversed(done.stdout.splitlines()):
+    for line in reversed(stdout.splitlines()):
         if line.startswith("{"):
             try:
                 data = json.loads(line)
             except ValueError:
                 pass
             break
+    if not isinstance(data, dict):
+        data = None
     if data is None:
-        why = f"exit status {done.returncode}" if done.returncode >= 0 else f"killed by signal {-done.returncode}"
+        code = process.returncode
+        why = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
         last = stderr_tail[-1] if stderr_tail else "no output"
-        return ProbeRun(None, done.returncode, stderr_tail, f"the probe produced no report ({why}; last line: {last})")
-    return ProbeRun(data, done.returncode, stderr_tail)
+        return ProbeRun(None, code, stderr_tail, f"the probe produced no report ({why}; last line: {last})")
+    return ProbeRun(data, process.returncode, stderr_tail)
+
+
+def _stop_session(process: subprocess.Popen) -> None:
+    """Kill whatever is left of the probe's session (the probe itself after a timeout, anything it started)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def _tail(stream, limit: int) -> str:
+    """The last `limit` bytes written to `stream`, as text."""
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(max(0, size - limit))
+    return stream.read(limit).decode("utf-8", errors="replace")
 
 
 # --- judging ----------------------------------------------------------------------------------------------------

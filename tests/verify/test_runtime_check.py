@@ -9,6 +9,7 @@ data, for the GPU cases this machine cannot produce.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -252,3 +253,30 @@ def test_the_owners_environment_keeps_what_selects_gpus_and_libraries_only():
     assert env == {"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/x",
                    "BNB_ROCM_VERSION": "72", "LANG": "C.UTF-8", "HOME": "/home/alice", "USER": "alice",
                    "LOGNAME": "alice", "SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+
+
+def test_the_probes_output_is_read_bounded_and_what_it_leaves_running_is_stopped(tmp_path):
+    """The probe is the venv owner's code: a child it leaves holding its stdout must not keep root's verifier waiting
+    (with pipes, subprocess waits for their end), and whatever it prints, only the tail is read. A stand-in
+    interpreter (a shell script) plays the probe."""
+    import signal
+
+    from verify.runtime_check import PROBE_OUTPUT_LIMIT, run_probe
+
+    pid_file = tmp_path / "child"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\ncat > /dev/null\n"
+                      f"sleep 3600 & echo $! > {pid_file}\n"
+                      f"head -c {PROBE_OUTPUT_LIMIT * 2} /dev/zero | tr '\\0' x\necho\n"
+                      "echo '{\"torch\": null}'\n")
+    python.chmod(0o755)
+    # A guard, not a budget: turns a hang (the old pipes) into a failure instead of a stuck suite.
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("run_probe waited for a child the probe left running"))
+    signal.alarm(600)
+    try:
+        run = run_probe(python, "cpu", env={})
+    finally:
+        signal.alarm(0)
+    assert run.data == {"torch": None} and run.returncode == 0, run
+    child = int(pid_file.read_text())
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
