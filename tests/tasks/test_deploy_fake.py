@@ -19,6 +19,7 @@ import pytest
 
 from roles.preflight import facts as preflight_facts
 from roles.rocm import facts as rocm_facts
+from roles.venv import facts as venv_facts
 from tests.support import fake_workstations
 
 pytestmark = pytest.mark.slow  # three pyinfra runs over five fake hosts (~10 s)
@@ -180,7 +181,8 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     read_only = {preflight_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
                  rocm_facts.InstalledRocm().command(),
                  preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
-                 preflight_facts.ExistingUsers().command(["maria", "root"])}
+                 preflight_facts.ExistingUsers().command(["maria", "root"]),
+                 venv_facts.VenvPathAccess().command(path="/opt/rocm-fleet/venv", owner="root")}
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
     assert sent and set(sent) <= read_only, sent
 
