@@ -24,7 +24,7 @@ import pytest
 from pyinfra.api.util import sha1_hash
 
 from roles.apt_hook.model import HOOK_DIR
-from roles.verifier import REMOTE_VERIFIER, verifier_archive
+from roles.verifier import REMOTE_VERIFIER, zipapp_bytes
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines
 
@@ -159,7 +159,7 @@ def test_a_stale_verifier_is_never_run_and_a_planted_upload_name_is_not_used(fle
 
     run = deploy(up.inventory, "tasks/verify.py")
     assert run.returncode == 1 and "verification failed — linkage.static" in run.log, run.explain()
-    assert (host.root / REMOTE_VERIFIER.lstrip("/")).read_bytes() == verifier_archive()
+    assert (host.root / REMOTE_VERIFIER.lstrip("/")).read_bytes() == zipapp_bytes()
     assert not marker.exists()
     assert planted.read_text() == "alice's\n" and planted.stat().st_uid == uid
     assert not [path for path in (host.root / "tmp").iterdir() if path.name.startswith("rocm-fleet-upload-")]
