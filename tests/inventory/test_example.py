@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import json
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -96,7 +98,9 @@ def test_group_data_layers_apply():
 def test_every_host_of_an_example_fleet_gets_its_login():
     """The fleet-wide data is on a group, not in group_data/all.py (see below): a host left out of that group would
     be reached as whoever runs pyinfra, without sudo."""
-    for path in sorted((REPO / "inventories").glob("*.py")):
+    fleets = sorted((REPO / "inventories").glob("*.py"))
+    assert fleets
+    for path in fleets:
         hosts = _inventory(str(path.relative_to(REPO)))
         assert hosts, path
         for host in hosts:
@@ -115,6 +119,22 @@ def test_group_data_reaches_only_the_groups_of_the_repositorys_fleets():
     assert "all" not in files
     assert LOCALFLEET_GROUP not in files
     assert files <= defined, f"group_data/ for groups no fleet in inventories/ defines: {sorted(files - defined)}"
+
+
+def test_the_readmes_fleet_commands_name_files_that_exist():
+    """README "On your fleet": what `cp` copies and `ln` links, and every `pyinfra inventory FILE` (the commands
+    themselves run in test_command_line.py)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^## On your fleet\n```sh\n(.*?)^```", readme, re.M | re.S)
+    assert block, "README.md has no ```sh block under '## On your fleet'"
+    commands = [shlex.split(line.split("#", 1)[0]) for line in block.group(1).splitlines() if line.strip()]
+    pyinfra = [argv for argv in commands if argv[0] == "pyinfra"]
+    assert [argv[:2] for argv in pyinfra] == [["pyinfra", "inventory"]] * len(pyinfra) and pyinfra, commands
+    for argv in pyinfra:
+        assert (REPO / argv[2]).is_file(), argv
+    copy = next(argv for argv in commands if argv[0] == "cp")
+    link = next(argv for argv in commands if argv[0] == "ln")
+    assert (REPO / copy[1]).is_file() and link[-2:] == [copy[2], "inventory"], (copy, link)
 
 
 @pytest.mark.parametrize("path", _data_files(), ids=lambda path: str(path.relative_to(REPO)))
