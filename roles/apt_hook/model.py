@@ -31,18 +31,22 @@ STAMP = f"{VERIFIER_COPY}/.source-sha256"
 STATE_FILE = f"{HOOK_DIR}/last.json"
 
 HOOK_PREFIX = "rocm-fleet apt hook:"  # = verify.commands.apt_hook.PREFIX: every line the hook prints starts so
-# The hook line sits in a double-quoted apt string and echoes paths inside single quotes: keep both intact.
-_SAFE = re.compile(r"[A-Za-z0-9_./+@:,=-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class HookSpecError(ValueError):
-    """A setting that cannot go into the hook line; the message names it and the fix."""
+    """A value that cannot go into the hook line; the message names it and the fix."""
 
 
 @dataclass(frozen=True)
 class HookSpec:
-    """What the hook line runs: the host's python3, and the question the verifier answers."""
+    """What the hook line runs: the host's python3, and the question the verifier answers.
+
+    The venv path and the versions come from the inventory, which roles/settings.py has already checked against its
+    character policy (every character one that needs no quoting) before any host was touched: the line carries them
+    as they are. The host's python3 is found on the host, not configured, so it is checked here, by the same rule (it
+    sits unquoted in the line, inside apt's double-quoted string).
+    """
 
     python: str
     venv: str
@@ -50,17 +54,11 @@ class HookSpec:
     expect_bitsandbytes: str
 
     def __post_init__(self) -> None:
-        # Named as the inventory names them (the host's python3 is found, not configured).
-        for name, key in (("python", "the host's python3"), ("venv", "venv_path"), ("expect_rocm", "rocm_release"),
-                          ("expect_bitsandbytes", "bitsandbytes_version")):
-            value = getattr(self, name)
-            if not _SAFE.fullmatch(value):
-                raise HookSpecError(
-                    f"apt hook: {key} {value!r} has characters the apt configuration line cannot carry — use only "
-                    "letters, digits and _ . / + @ : , = - (or set apt_hook: False)"
-                )
-        if not self.python.startswith("/") or not self.venv.startswith("/"):
-            raise HookSpecError(f"apt hook: python {self.python!r} and venv {self.venv!r} must be absolute paths")
+        if not self.python.startswith("/") or shlex.quote(self.python) != self.python:
+            raise HookSpecError(
+                f"apt hook: the host's python3 is {self.python!r}, a path the apt configuration line cannot carry — "
+                "install python3 as /usr/bin/python3 (apt-get install python3), or set apt_hook: False"
+            )
 
 
 def hook_command(spec: HookSpec) -> str:
