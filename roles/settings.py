@@ -295,7 +295,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
-        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock before the host fails"),
+        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock (and the apt hook stage for "
+                "another rocm-fleet run on the same host) before the host fails"),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
