@@ -11,8 +11,10 @@ prints into apt's own output:
   - nothing when nothing changed.
 
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
-exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
-LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
+exception, the time limit) prints one line. A hostile file where a library or the dpkg database should be (a FIFO,
+a device node, a sparse ELF claiming a terabyte) is a finding of the check, within its static time limit (three
+quarters of the hook's), never a hang: see verify/safe_read.py. The process is modelled with a clean environment (no
+LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
 
 apt runs this file directly (`python3 -I …/verify/commands/apt_hook.py …`, from the hook's compiled copy of the
 verifier), not through `verify.cli`: everything it imports from the verifier is imported inside the guarded code, so
@@ -101,7 +103,7 @@ def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
     from verify.drift import compare_reports
     from verify.hook_state import HookResult, HookState, StateError
-    from verify.host_check import CheckOptions, run_checks
+    from verify.host_check import STATIC_TIME_LIMIT, CheckOptions, run_checks
     from verify.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
@@ -112,6 +114,10 @@ def hook(args: argparse.Namespace) -> list[str]:
     options = CheckOptions(
         venv=args.venv, expect_rocm=args.expect_rocm, expect_bitsandbytes=args.expect_bitsandbytes, device="cpu",
         gpu_required=False, static_only=True, root=args.root.resolve(), environ={},
+        # Below the hook's own limit, so that a hostile or slow filesystem is a finding in the result, not this
+        # hook's "took longer than its time limit" line.
+        static_time_limit=(min(STATIC_TIME_LIMIT, args.time_limit * 0.75) if args.time_limit > 0
+                           else STATIC_TIME_LIMIT),
     )
     try:
         report = run_checks(options)
