@@ -267,3 +267,12 @@ def test_a_hostile_library_is_a_finding_in_apts_output_not_a_hang(copy, workstat
     assert warning[-1].startswith(f"{PREFIX} now FAIL: linkage.static: {BNB_LIBRARY}: "), warning[-1]
     assert words in warning[-1] and "reinstall what ships libbitsandbytes_rocm72.so" in warning[-1], warning[-1]
     assert json.loads((state / "last-pass.json").read_text())["report"]["verdict"] == "warn"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300", "-1", "never"])
+def test_a_time_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_0(copy, workstation, tmp_path, value):
+    """Issue 9 finding 10: `--time-limit nan` set no limit at all, `inf` and `1e300` ended in an OverflowError."""
+    assert lines(hook(copy, workstation.root, tmp_path / "state", f"--time-limit={value}")) == [
+        f"{PREFIX} not run — argument --time-limit: {value!r} is not a number of seconds from 0 up to 3600; 0 means "
+        "no limit (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"]
+    assert not (tmp_path / "state").exists()

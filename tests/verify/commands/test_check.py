@@ -157,3 +157,23 @@ def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_fil
                                  "process would load a library (a FIFO would block the probe for ever) — remove it "
                                  "and reinstall what owns that path")
     assert judge_report(report).trustworthy
+
+
+@pytest.mark.parametrize("argument", ["nan", "inf", "-inf", "1e300", "0", "-5", "soon"])
+def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_one_line_and_exit_2(tmp_path, argument):
+    """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess."""
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"--timeout={argument}")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"python -m verify check: argument --timeout: {argument!r} is not a number of seconds above 0 up to 86400 "
+        "(see python -m verify check --help)"]
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
+    image = provisioned(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "verify", "check", "--root", str(image.root), "--venv", VENV,
+                               "--expect-rocm", "7.2.4", "--json"], cwd=REPO, stdout=full, stderr=subprocess.PIPE,
+                              text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["verify check: cannot write the output (No space left on device)"]
