@@ -62,7 +62,8 @@ def test_a_report_that_proves_its_verdict_is_kept(report, exit_status, passed):
 
 
 # Each of these passed the host on the code before this rule (it failed a host only on verdict == "fail"), except
-# where the comment says it already failed closed (kept so it stays so).
+# "an extra host marker" (a line after the JSON: not JSON to the old parser) and those under "Already failed closed
+# before" (kept so they stay so).
 NOT_PROVEN = {
     "no verdict, exit 1": (output(edited(FAILING, lambda r: r.pop("verdict")), 1), "'verdict' is missing"),
     "verdict FAIL in capitals": (output(edited(FAILING, lambda r: r.update(verdict="FAIL")), 1),
