@@ -5,47 +5,24 @@
 assignments in `torch/version.py` with `ast` — importing it would import torch.
 
 The venv belongs to an ordinary account while the verifier runs as root (on a host, and in the apt hook): every file
-of it is hostile input. `read_venv_text` is how its text files are read — as data, bounded, regular files only.
+of it is hostile input, read as data through verify/safe_read.py (regular files only, never blocking, bounded), and a
+symlink in place of METADATA or version.py is not followed (pip writes neither as a link).
 """
 
 from __future__ import annotations
 
 import ast
-import errno
 import os
 import posixpath
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from verify.fsview import FileSystemView
+from verify.safe_read import read_text
 
-
-# The largest venv text file read: torch/version.py is well under 1 KiB, a METADATA file tens of KiB (its headers,
-# all that is read from it, come first). A file the venv's owner made huge costs root no more than this.
-MAX_TEXT_BYTES = 1 << 20
-
-
-def read_venv_text(path: Path, limit: int = MAX_TEXT_BYTES) -> str:
-    """The first `limit` bytes of a text file in a venv, decoded leniently. Only a regular file is read (a FIFO or a
-    device would block the verifier, or never end), opened without blocking and without following a symlink as its
-    last component. Raises OSError when it is not such a file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
-        remaining = limit
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", errors="replace")
+MAX_METADATA = 16 << 20  # torch's METADATA is about 40 KiB
+MAX_SOURCE = 4 << 20  # torch/version.py is under 1 KiB
 
 
 class VenvError(ValueError):
@@ -108,7 +85,7 @@ def dist_version(site_packages: Path, name: str) -> str | None:
         if _normalize(dist) != wanted:
             continue
         try:
-            metadata = read_venv_text(info / "METADATA")
+            metadata = read_text(info / "METADATA", MAX_METADATA, errors="replace", follow=False)
         except OSError:
             continue
         for line in metadata.splitlines():
@@ -123,7 +100,7 @@ def torch_version_module(site_packages: Path) -> dict[str, str | None]:
     """The string constants of torch/version.py (`__version__`, `hip`, `cuda`, `rocm`, …); {} when absent."""
     path = site_packages / "torch" / "version.py"
     try:
-        tree = ast.parse(read_venv_text(path), filename=str(path))
+        tree = ast.parse(read_text(path, MAX_SOURCE, follow=False), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return {}
     values: dict[str, str | None] = {}

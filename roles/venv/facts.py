@@ -25,25 +25,51 @@ _HOST_PYTHON = (
     "'glibc': libc[1] if len(libc) == 2 and libc[0] == 'glibc' else None, 'machine': platform.machine()}))"
 )
 
-# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
-_VENV_STATE = r'''
-import json, os, pwd, stat, sys
-venv, owner = sys.argv[1], sys.argv[2]
-LIMIT = 1 << 20
+# verify/safe_read.py's `read_text(path, LIMIT, errors="replace", follow=False)`, the one way verify/ reads a file
+# of the venv, copied as text: the fact below runs alone on the host (`python3 -I -c`), where verify/ is not
+# importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
+# tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
+# verify/venv_layout.MAX_METADATA.
+_READ_TEXT = r'''
+import os, stat
+LIMIT = 16 << 20
 def text(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)  # opens nothing: no FIFO wait, no driver
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        data = b""
-        while len(data) < LIMIT:
-            chunk = os.read(fd, LIMIT - len(data))
+        checked = os.fstat(handle)
+        if not stat.S_ISREG(checked.st_mode):
+            raise OSError("%s: not a regular file" % path)
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+        try:
+            fd = os.open("/proc/self/fd/%d" % handle, flags)  # the inode just checked
+        except FileNotFoundError:
+            fd = os.open(path, flags | os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            raise OSError("%s: replaced while it was being opened" % path)
+        if opened.st_size > LIMIT:
+            raise OSError("%s: %d bytes, more than %d" % (path, opened.st_size, LIMIT))
+        chunks, size = [], 0
+        while size <= LIMIT:
+            chunk = os.read(fd, min(1 << 16, LIMIT + 1 - size))
             if not chunk:
                 break
-            data += chunk
-        return data.decode("utf-8", "replace")
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > LIMIT:
+            raise OSError("%s: more than %d bytes" % (path, LIMIT))
+        return b"".join(chunks).decode("utf-8", "replace")
     finally:
         os.close(fd)
+'''
+
+# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
+_VENV_STATE = _READ_TEXT + r'''
+import json, pwd, sys
+venv, owner = sys.argv[1], sys.argv[2]
 def name_of(uid):
     try:
         return pwd.getpwuid(uid).pw_name

@@ -116,6 +116,43 @@ def test_a_fifo_or_huge_file_in_the_venv_does_not_hang_or_flood_the_fact(tmp_pat
     assert found.packages == {"ok": "1.0"}
 
 
+HOSTILE = ("regular", "too large", "fifo", "chardev", "symlink to /dev/zero", "socket", "directory")
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_the_facts_copy_of_safe_read_reads_what_safe_read_reads(tmp_path, kind):
+    """The fact's script cannot import verify/ on a host, so it carries a copy of verify/safe_read.py's read_text
+    (roles/venv/facts.py `_READ_TEXT`): on every kind of hostile file both read the same text or both refuse."""
+    from roles.venv import facts
+    from tests.support.hostile_files import plant
+    from verify.safe_read import read_text
+    from verify.venv_layout import MAX_METADATA
+
+    copy: dict = {}
+    exec(facts._READ_TEXT, copy)
+    assert copy["LIMIT"] == MAX_METADATA
+    path = tmp_path / "METADATA"
+    if kind == "regular":
+        path.write_bytes(b"Name: ok\nVersion: 1.0\n\xff\n")
+    elif kind == "too large":
+        with open(path, "wb") as big:
+            big.truncate(MAX_METADATA + 1)
+    else:
+        if kind == "chardev" and os.geteuid() != 0:
+            pytest.skip("mknod needs root")
+        plant(path, kind)
+
+    def outcome(read):
+        try:
+            return read()
+        except OSError:
+            return OSError
+
+    ours = outcome(lambda: copy["text"](str(path)))
+    assert ours == outcome(lambda: read_text(path, MAX_METADATA, errors="replace", follow=False))
+    assert (ours is OSError) == (kind != "regular")
+
+
 def test_files_of_another_account_in_the_venv_are_named(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
     assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign is None
