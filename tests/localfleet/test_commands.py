@@ -1,5 +1,6 @@
 """localfleet/commands.py: failures become one line, and helpers die with a controller that is killed."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from localfleet.commands import run
 from localfleet.errors import FleetError
 from localfleet.layout import REPO
+from localfleet.procs import start_time
 
 
 def test_a_failing_command_is_one_line_with_what_was_done_its_last_line_and_the_fix():
@@ -43,3 +45,64 @@ def test_a_helper_dies_when_its_controller_is_killed():
     finally:
         controller.kill()
         controller.wait()
+
+
+class Unwound(BaseException):
+    """What the CLI's handlers raise on SIGINT/SIGTERM (interrupts.Interrupted), from a handler local to these tests."""
+
+
+@pytest.fixture
+def sigterm_unwinds():
+    """SIGTERM raises Unwound in this process for the test (as `python -m localfleet` makes it raise Interrupted)."""
+    def unwind(signum, frame):
+        raise Unwound(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, unwind)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_signal_while_a_helper_is_being_started_stops_and_reaps_it_before_the_exception_goes_on(tmp_path,
+                                                                                                  sigterm_unwinds):
+    """The child signals us from its preexec hook, i.e. while subprocess.Popen waits for its exec: an exception from
+    there used to leave the helper running with nobody holding its pid — a `cp` of a host root went on writing into the
+    fleet that the teardown was deleting ("could not delete …/fleets/sig: Directory not empty")."""
+    pid_file = tmp_path / "helper.pid"
+
+    def signal_the_controller_first():
+        pid_file.write_text(str(os.getpid()))
+        os.kill(os.getppid(), signal.SIGTERM)
+
+    with pytest.raises(Unwound):
+        run(["sleep", "infinity"], "sleeping", preexec_fn=signal_the_controller_first)
+    helper = int(pid_file.read_text())
+    try:
+        assert start_time(helper) is None, f"helper {helper} still runs after run() gave up on it"
+    finally:
+        if start_time(helper) is not None:
+            os.kill(helper, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(helper, 0)
+
+
+_fork_hook_signals: list[int] = []  # armed by a test: the signal the hook below sends this process
+
+
+def _signal_self_after_fork() -> None:
+    if _fork_hook_signals:
+        os.kill(os.getpid(), _fork_hook_signals.pop())
+
+
+def test_a_signal_that_lands_while_a_helper_forks_is_not_lost(sigterm_unwinds):
+    """Python runs at-fork hooks around every fork with a preexec_fn (logging's _releaseLock is one), and drops an
+    exception raised in one ("Exception ignored in: <function _releaseLock>"): a SIGINT handled there vanished, and
+    since only the first signal unwinds, `up` went on to bring the whole fleet up and exit 0."""
+    if not getattr(test_a_signal_that_lands_while_a_helper_forks_is_not_lost, "hooked", False):
+        os.register_at_fork(after_in_parent=_signal_self_after_fork)  # cannot be undone: inert unless armed
+        test_a_signal_that_lands_while_a_helper_forks_is_not_lost.hooked = True
+    _fork_hook_signals.append(signal.SIGTERM)
+    try:
+        with pytest.raises(Unwound):
+            run(["true"], "doing nothing")
+    finally:
+        _fork_hook_signals.clear()
