@@ -25,6 +25,7 @@ from .commands import run
 from .errors import FleetError
 from .host import FleetHost
 from .hostroot import mount_kernel_filesystems, personalize
+from .interrupts import raise_if_interrupted
 from .inventory import fleet_group_data, host_entry, render_inventory
 from .layout import Layout, check_name
 from .ports import LOOPBACK, free_port, is_listening
@@ -128,12 +129,13 @@ class Fleet:
                 _teardown(layout, fleet_dir)
             base = ensure_base(layout)
             started = time.monotonic()
-            fleet_dir.mkdir(parents=True)
-            state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
-            save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
-            fleet = cls(layout, state)
-            try:
+            try:  # from the first directory on: whatever ends this early leaves nothing behind
+                fleet_dir.mkdir(parents=True)
+                state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
+                save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
+                fleet = cls(layout, state)
                 fleet._bring_up(n, ports, data or {}, persistent)
+                raise_if_interrupted()
                 # Inside the try: a signal that lands here still tears the fleet down (the caller never gets it).
                 log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
                          fleet.inventory)
@@ -151,6 +153,7 @@ class Fleet:
             f"generating the client key of fleet {self.name}", fix="apt-get install openssh-client")
         client_public_key = self.client_key.with_name(self.client_key.name + ".pub").read_text()
         for index in range(1, n + 1):
+            raise_if_interrupted()
             name = f"ws{index}"
             root = self.directory / "hosts" / name / "root"
             root.parent.mkdir(parents=True)

@@ -43,6 +43,18 @@ def unwind_on_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
+def raise_if_interrupted() -> None:
+    """A checkpoint on the way to "up": raise Interrupted if a signal asked for unwinding and the program still goes on.
+
+    Python drops an exception raised in some places — an at-fork hook, a __del__ method, a finalizer ("Exception
+    ignored in: …") — and a handler runs wherever the program happens to be. A signal whose Interrupted was dropped
+    would be lost, and since only the first signal unwinds, so would every later one: `up` would finish and exit 0.
+    Called before each host and before a fleet is declared up, so such a signal still unwinds, a step later.
+    """
+    if _unwinding:
+        raise Interrupted(signal.Signals(_unwinding[0]).name)
+
+
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """Around a few statements that must not be broken into — starting a child process and keeping its Popen: a
@@ -50,7 +62,7 @@ def signals_held() -> Iterator[None]:
 
     An exception from a handler while subprocess.Popen waits for its child's exec leaves that child running with
     nobody holding its pid: a `cp` of a host root went on writing into the fleet that the teardown was deleting. One
-    raised in Popen's at-fork hooks is dropped by Python ("Exception ignored in …"), and the signal lost.
+    raised in Popen's at-fork hooks is dropped by Python, and the signal lost (see raise_if_interrupted).
     Python runs signal handlers in the main thread only: in any other thread nothing can break in, and this does nothing.
     """
     if threading.current_thread() is not threading.main_thread() or None in map(signal.getsignal, SIGNALS):
