@@ -4,6 +4,7 @@ Each test uses its own cache directory (LOCALFLEET_CACHE) whose base/ points at 
 `down --all` and the stale-state cases only ever see this test's fleets.
 """
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import localfleet.fleet as fleet_module
 from localfleet import Fleet, interrupts
 from localfleet.cli import main as cli_main
 from localfleet.layout import REPO, Layout
@@ -211,3 +213,21 @@ def test_a_signal_whose_exception_python_drops_still_unwinds_up(cache, cli_in_th
     assert len(ports) == 1  # unwound before the second host
     assert leftovers(cache, ports) == [] and not (cache / "fleets/dropped").exists()
 
+
+def test_a_signal_that_lands_as_fleet_up_returns_still_tears_the_fleet_down(cache, cli_in_this_process, monkeypatch):
+    """Here it lands as Fleet.up lets its lock go, after its own try: the exception reaches `up` before the fleet
+    does. Before: exit 130 saying what was started had been torn down, with the fleet left up."""
+    real_lock = fleet_module._fleet_lock
+    landed = []
+
+    @contextlib.contextmanager
+    def lock_then_signal(layout, name, blocking=True):
+        with real_lock(layout, name, blocking) as got:
+            yield got
+        if name == "late" and not landed:
+            landed.append(name)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(fleet_module, "_fleet_lock", lock_then_signal)
+    assert cli_in_this_process(["up", "--hosts", "1", "--name", "late"]) == 130
+    assert landed and leftovers(cache) == [] and not (cache / "fleets/late").exists()
