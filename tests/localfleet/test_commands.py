@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from localfleet.commands import run
 from localfleet.errors import FleetError
 from localfleet.layout import REPO
 from localfleet.procs import start_time
+
+from ..support.waiting import wait_for
 
 
 def test_a_failing_command_is_one_line_with_what_was_done_its_last_line_and_the_fix():
@@ -26,22 +27,14 @@ def test_a_failing_command_is_one_line_with_what_was_done_its_last_line_and_the_
 
 def test_a_helper_dies_when_its_controller_is_killed():
     controller = subprocess.Popen(
-        [sys.executable, "-c", "from localfleet.commands import run; run(['sleep', '300'], 'sleeping')"], cwd=REPO)
+        [sys.executable, "-c", "from localfleet.commands import run; run(['sleep', 'infinity'], 'sleeping')"], cwd=REPO)
     try:
-        deadline = time.monotonic() + 30
-        helper = None
-        while helper is None and time.monotonic() < deadline:
-            children = Path(f"/proc/{controller.pid}/task/{controller.pid}/children").read_text().split()
-            helper = int(children[0]) if children else None
-            time.sleep(0.05)
-        assert helper is not None
+        helper = int(wait_for(lambda: Path(f"/proc/{controller.pid}/task/{controller.pid}/children").read_text().split(),
+                              "the controller to start its helper")[0])
         controller.send_signal(signal.SIGKILL)
         controller.wait()
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{helper}") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        status = Path(f"/proc/{helper}/stat").read_text().split()[2] if os.path.exists(f"/proc/{helper}") else "gone"
-        assert status in ("gone", "Z"), f"sleep {helper} outlived its killed controller (state {status})"
+        # The kernel sends the helper its SIGKILL as the controller exits; it is gone (or a zombie) once it has run.
+        wait_for(lambda: start_time(helper) is None, f"sleep {helper} to die with its killed controller")
     finally:
         controller.kill()
         controller.wait()
