@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import FleetError
+
 log = logging.getLogger(__name__)
 
 
@@ -128,11 +130,17 @@ def stop_processes(pids: list[int], grace_s: float = 3.0) -> list[int]:
 
 
 def stop_processes_rooted_under(directory: Path, grace_s: float = 3.0) -> list[int]:
-    """Stop every process whose root is inside `directory`; repeats the scan, since a dying sshd may still fork."""
+    """Stop every process whose root is inside `directory`; repeats the scan, since a dying sshd may still fork.
+    Raises FleetError for a process still there KILL_CAP_S after SIGKILL (stuck in the kernel: waiting again, as
+    the callers' retries would, cannot help)."""
     for _ in range(5):
         pids = processes_rooted_under(directory)
         if not pids:
             return []
         log.debug("stopping %d process(es) rooted under %s: %s", len(pids), directory, pids)
-        stop_processes(pids, grace_s)
+        stuck = stop_processes(pids, grace_s)
+        if stuck:
+            raise FleetError(f"processes {stuck} rooted in {directory} are still there {KILL_CAP_S:.0f} s after SIGKILL "
+                             f"(stuck in the kernel: a hung disk or NFS server?) — see `ps -o pid,stat,wchan:30,cmd -p "
+                             f"{','.join(map(str, stuck))}`, then run `python -m localfleet down` again")
     return processes_rooted_under(directory)
