@@ -28,9 +28,11 @@ from .conftest import real_fleet
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 
 # A process that owns a fleet (as a test session does), prints its ports once it is up, and keeps it until its stdin
-# closes (the test ends it) or a signal unwinds it.
+# closes (the test ends it) or a signal unwinds it. Ctrl-C raises KeyboardInterrupt in it as in a terminal, also when
+# the test runner was started with SIGINT ignored (a background job: children inherit that).
 OWNER = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from localfleet import Fleet
 with Fleet.up(n=1, name=sys.argv[1]) as fleet:
     print(" ".join(str(h.port) for h in fleet.hosts), flush=True)
