@@ -130,8 +130,7 @@ def test_the_owners_pth_never_runs_as_root_during_dry_deploy_verify_and_apt(flee
     before = last.read_text()
     deb = build_deb(tmp_path, {"Package": "rocm-fleet-test-ok", "Version": "1.0", "Architecture": "all"})
     (host.root / "tmp/ok.deb").write_bytes(deb.read_bytes())
-    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "/tmp/ok.deb"],
-                    timeout=600)
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "/tmp/ok.deb"])
     # The hook prints nothing when nothing changed; that it ran shows in the result it records after every dpkg run.
     assert last.read_text() != before, f"the apt hook did not run: {done.stdout[-2000:]}"
     assert not [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(PREFIX)], done.stdout
