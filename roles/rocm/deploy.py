@@ -40,12 +40,18 @@ def rocm():
     version = installer_package_version(release, build)
     deb_path = f"{pins.INSTALLER_CACHE_DIR}/{installer_file_name(release, build)}"
     if operations.installed_installer_version() != version:
-        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR, mode="755")
+        # Root's own, 755: the download is staged in it (below), so no other account may add or swap files there.
+        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR,
+                        user="root", group="root", mode="755")
         files.download(
             name=f"Download {installer_file_name(release, build)}",
             src=installer_url(settings.repo_radeon_base_url, release, build, codename),
             dest=deb_path,
             sha256sum=settings.amdgpu_install_sha256 or pins.AMDGPU_INSTALL_SHA256.get(codename),
+            # Without it pyinfra has root's curl write to /tmp/pyinfra-<sha1 of dest>, a name any account can plant
+            # first (a symlink to a file root then overwrites, a FIFO that hangs the run, a file swapped before the
+            # mv); in the root-owned cache directory only root can.
+            temp_dir=pins.INSTALLER_CACHE_DIR,
         )
     operations.installer_package(
         name=f"Install amdgpu-install {version}", deb_path=deb_path, version=version,
