@@ -1,5 +1,5 @@
-"""The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users into the GPU
-groups (also when ROCm is managed elsewhere: the users still need /dev/kfd and /dev/dri)."""
+"""The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users and the venv's
+owner into the GPU groups (also when ROCm is managed elsewhere: they still need /dev/kfd and /dev/dri)."""
 
 from __future__ import annotations
 
@@ -75,4 +75,7 @@ def gpu_access():
     if host_is_stopped():
         return
     settings = settings_for(host)
-    operations.gpu_groups(name="workstation_users in render and video", users=list(settings.workstation_users))
+    users, owner = list(settings.workstation_users), settings.venv_owner
+    # The venv's owner runs the runtime probe and NF4 test (the verification stage), so it needs the GPU too.
+    who = "workstation_users" if owner == "root" or owner in users else "workstation_users and venv_owner"
+    operations.gpu_groups(name=f"{who} in render and video", users=users, venv_owner=owner)

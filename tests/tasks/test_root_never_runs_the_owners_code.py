@@ -43,7 +43,9 @@ def fleet(tmp_path_factory):
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("reports")
-    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice", "workstation_users": ["alice"],
+    # alice is not among workstation_users: the GPU groups her probe runs with (render, video, asserted from the
+    # report) come from being venv_owner alone.
+    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice", "workstation_users": [],
                                             "reports_dir": str(reports)}) as up:
         host = up.host("ws1")
         host.run(["useradd", "--create-home", "--shell", "/bin/bash", "alice"])
