@@ -75,7 +75,7 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
     os.lchown(planted, maria, maria)
     try:
         run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
-        assert victim.read_text() == "root's own\n", "root's download wrote through a name another account planted"
+        assert victim.read_bytes() == b"root's own\n", "root's download wrote through a name another account planted"
         assert planted.is_symlink() and os.readlink(planted) == "/etc/rocm-fleet-test-victim"
     finally:
         planted.unlink(missing_ok=True)
