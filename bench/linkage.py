@@ -52,9 +52,9 @@ start = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from verify.oneshot import one_command_process
 with one_command_process():  # as verify.cli.main and the apt hook run every command
-    from verify.elf import ElfError
-    from verify.lddview import ldd_lines
-    from verify.process import Analyser
+    from verify.ld.elf import ElfError
+    from verify.ld.lddview import ldd_lines
+    from verify.ld.process import Analyser
     analyser = Analyser()
     out = []
     for path in sys.argv[2:]:
@@ -71,8 +71,8 @@ with one_command_process():  # as verify.cli.main and the apt hook run every com
 HEAP = r"""
 import sys, tracemalloc
 tracemalloc.start()
-from verify.lddview import ldd_lines
-from verify.process import Analyser
+from verify.ld.lddview import ldd_lines
+from verify.ld.process import Analyser
 analyser = Analyser()
 for path in sys.argv[1:]:
     try:
@@ -175,7 +175,7 @@ def main() -> int:
     size = sum(os.path.getsize(f) for f in files)
     print(f"{len(files)} shared libraries, {size / 2**30:.2f} GiB, under {args.venv}")
 
-    from verify.lddview import parse_ldd_output
+    from verify.ld.lddview import parse_ldd_output
 
     compileall.compile_dir(str(REPO / "verify"), quiet=1)
     workdir = Path(tempfile.mkdtemp(prefix="bench-linkage-"))

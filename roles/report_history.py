@@ -4,7 +4,7 @@
     reports/last-pass/<host>.json    the host's last report that did not fail (kept here)
 
 When a host's new report arrives — before it replaces reports/<host>.json — `compare_and_keep` states the drift
-(verify/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
+(verify/report/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
 replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
 the previous run. A host's first report has no baseline. A new report that did not fail becomes the last passing one.
 
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from roles.verification.reports import report_filename, save_report
-from verify.drift import Drift, compare_reports
-from verify.report import report_passed
+from verify.report.drift import Drift, compare_reports
+from verify.report.report import report_passed
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 

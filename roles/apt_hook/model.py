@@ -7,7 +7,7 @@ Files on the host:
                                                 and byte-compiled for the host's python3: imports from a zip are
                                                 compiled on every run, which would cost each dpkg run about 0.4 s
     /var/lib/rocm-fleet/apt-hook/last.json      the last result, and last-pass.json the last passing one (written
-                                                by the hook itself, verify/hook_state.py)
+                                                by the hook itself, verify/report/hook_state.py)
 
 The hook line never makes apt fail: a missing python3 or a missing verifier copy prints one line, and `|| true`
 keeps apt's exit status whatever the hook does (apt fails a run whose Post-Invoke command exits non-zero).

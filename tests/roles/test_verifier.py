@@ -35,7 +35,7 @@ def test_archive_is_reproducible_and_complete():
     archive = verifier.build_zipapp()
     with zipfile.ZipFile(archive) as opened:
         names = set(opened.namelist())
-    assert {"__main__.py", "verify/cli.py", "verify/strays.py", "elftools/elf/elffile.py"} <= names
+    assert {"__main__.py", "verify/cli.py", "verify/debian/strays.py", "elftools/elf/elffile.py"} <= names
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
 
 

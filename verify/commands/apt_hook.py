@@ -3,7 +3,7 @@
 The apt hook (`DPkg::Post-Invoke`, installed by roles/apt_hook) runs this with the host's python3. It runs the static
 checks only — the process model of python → torch → bitsandbytes' library and the stray distro ROCm packages, the
 same code as `verify check --static-only`; no torch import, no GPU — keeps the result under
-/var/lib/rocm-fleet/apt-hook/ (verify/hook_state.py), compares it with the previous result (verify/drift.py) and
+/var/lib/rocm-fleet/apt-hook/ (verify/report/hook_state.py), compares it with the previous result (verify/report/drift.py) and
 prints into apt's own output:
   - a WARNING block when something got worse, one line per change (what now resolves where, which stray package
     arrived and what pulled it in);
@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 PREFIX = "rocm-fleet apt hook:"
-DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.hook_state.DEFAULT_DIR (not imported: see above)
+DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state.DEFAULT_DIR (not imported: see above)
 DEFAULT_TIME_LIMIT = 60.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -99,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
-    from verify.drift import compare_reports
-    from verify.hook_state import HookResult, HookState, StateError
-    from verify.host_check import CheckOptions, run_checks
-    from verify.venv_layout import VenvError
+    from verify.report.drift import compare_reports
+    from verify.report.hook_state import HookResult, HookState, StateError
+    from verify.checks.registry import CheckOptions, run_checks
+    from verify.stack.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
         raise _OneLine(f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "

@@ -11,8 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-from verify.host_check import CheckOptions, run_checks
-from verify.venv_layout import VenvError
+from verify.checks.registry import CheckOptions, run_checks
+from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}

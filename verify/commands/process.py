@@ -14,10 +14,10 @@ import json
 import os
 import sys
 
-from verify import image as m
+from verify.ld import image as m
 from verify.commands.ldd import add_common_options, library_path_of
-from verify.elf import ElfError
-from verify.process import Analyser, Dlopen
+from verify.ld.elf import ElfError
+from verify.ld.process import Analyser, Dlopen
 
 
 class _AppendDlopen(argparse.Action):

@@ -7,8 +7,8 @@ import argparse
 import json
 import sys
 
-from verify.dpkg import DpkgDatabaseError
-from verify.strays import StraysReport, find_strays
+from verify.debian.dpkg import DpkgDatabaseError
+from verify.debian.strays import StraysReport, find_strays
 
 
 def register(subparsers) -> None:

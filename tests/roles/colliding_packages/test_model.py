@@ -10,7 +10,7 @@ import pytest
 from roles.colliding_packages.data import COLLIDING_PACKAGES
 from roles.colliding_packages.model import find_collisions
 from roles.debian_packages import InstalledPackage, parse_dpkg_query
-from verify.distro_rocm import is_amd_version
+from verify.debian.distro_rocm import is_amd_version
 
 AMD = {entry.name: entry.amd_component_version for entry in COLLIDING_PACKAGES}
 # Versions the archives really ship (apt-cache on Debian 12/13 here; Ubuntu's from ROCm issues #3656, #6367, #1899,

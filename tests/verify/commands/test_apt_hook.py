@@ -107,7 +107,7 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         capture_output=True, text=True, timeout=120,
     )
     modules = [line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")]
-    assert "verify.host_check" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
+    assert "verify.checks.registry" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
     assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
     assert done.returncode == imported.returncode == 0
 
@@ -116,11 +116,11 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
     broken = tmp_path / "broken"
     shutil.copytree(copy, broken)
     if how == "module raises":
-        (broken / "verify" / "host_check.py").write_text("raise RuntimeError('disk error while reading')\n")
-        shutil.rmtree(broken / "verify" / "__pycache__")
+        (broken / "verify" / "checks" / "registry.py").write_text("raise RuntimeError('disk error while reading')\n")
+        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
     else:
-        (broken / "verify" / "host_check.py").unlink()
-        shutil.rmtree(broken / "verify" / "__pycache__")
+        (broken / "verify" / "checks" / "registry.py").unlink()
+        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
     return broken
 
 
@@ -150,7 +150,7 @@ def test_the_time_limit_holds_even_if_apt_started_the_hook_with_sigalrm_blocked(
 
 @pytest.mark.parametrize("how, expected", [
     ("module raises", "RuntimeError: disk error while reading"),
-    ("module deleted", "ModuleNotFoundError: No module named 'verify.host_check'"),
+    ("module deleted", "ModuleNotFoundError: No module named 'verify.checks.registry'"),
 ])
 def test_a_damaged_verifier_copy_prints_one_line_and_exits_0(copy, workstation, tmp_path, how, expected):
     broken = _damaged_copy(copy, tmp_path, how)
@@ -220,7 +220,7 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
 
     from verify.commands.apt_hook import DEFAULT_STATE_DIR, add_arguments
     from verify.commands.check import register as register_check
-    from verify.hook_state import DEFAULT_DIR
+    from verify.report.hook_state import DEFAULT_DIR
 
     assert DEFAULT_STATE_DIR == DEFAULT_DIR
     hook_parser = argparse.ArgumentParser()

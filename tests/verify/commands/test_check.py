@@ -13,7 +13,7 @@ from roles.verifier import zipapp_bytes
 from tests.support.standin_rocm import VENV, StandinImage
 from tests.support.venvs import REPO
 from tests.support.verify_runs import cached_check, torch_cpu_venv
-from verify.report import load_schema
+from verify.report.report import load_schema
 
 
 def verify(*arguments: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,113 @@
+"""Check 3, second half — the static prediction against what the running process really mapped (/proc/self/maps).
+
+The prediction is made for the loads the probe really did (torch's dlopens, then the bitsandbytes library it really
+loaded, if any), with the probe's own LD_LIBRARY_PATH, so any difference means the model and the loader disagree
+on this host. Files are compared by their canonical path and, failing that, by (device, inode).
+
+- predicted but not mapped: the loader took another file (or none) → fail;
+- a ROCm library mapped but not predicted: from torch/lib or the expected /opt/rocm-X.Y.Z it is something the
+  runtime opened lazily (the HSA runtime dlopens its tools libraries) → warn, listed; from anywhere else → fail.
+Non-ROCm extras (Python's own extension modules, numpy's libraries) are not part of the model and are ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping
+
+from verify.ld.image import ProcessImage
+from verify.checks.linkage import Places
+from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.stack.rocm_libraries import is_rocm_library
+
+
+def _dev_inode(entry: Mapping[str, Any]) -> tuple[int, int] | None:
+    """/proc/PID/maps writes the device as hex "major:minor"."""
+    try:
+        major, minor = (int(part, 16) for part in str(entry["dev"]).split(":"))
+        return (os.makedev(major, minor), int(entry["inode"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def _stat_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def compare_maps(
+    image: ProcessImage,
+    mapped: Iterable[Mapping[str, Any]],
+    places: Places,
+    *,
+    realpath: Callable[[str], str] = os.path.realpath,
+    stat_key: Callable[[str], tuple[int, int] | None] = _stat_key,
+    lazily_mapped: Iterable[Mapping[str, Any]] = (),
+) -> CheckResult:
+    """`mapped` is the probe's maps_after_import; `lazily_mapped` its maps after NF4 (reported, not judged)."""
+    mapped = list(mapped)
+    mapped_paths = {realpath(m["path"]): m for m in mapped}
+    mapped_keys = {key for key in (_dev_inode(m) for m in mapped) if key}
+
+    predicted: dict[str, str] = {}
+    for obj in image.objects:
+        predicted.setdefault(realpath(obj.path), obj.requested_as)
+
+    not_mapped = []
+    for canonical, name in predicted.items():
+        if canonical in mapped_paths:
+            continue
+        key = stat_key(canonical)
+        if key and key in mapped_keys:
+            continue
+        not_mapped.append(f"{name} → {canonical}")
+
+    predicted_keys = {key for key in (stat_key(p) for p in predicted) if key}
+    unexpected, lazy_ok = [], []
+    for canonical, entry in mapped_paths.items():
+        if canonical in predicted or not is_rocm_library(canonical):
+            continue
+        if _dev_inode(entry) in predicted_keys:
+            continue
+        if places.origin(canonical) == "elsewhere":
+            unexpected.append(canonical)
+        else:
+            lazy_ok.append(canonical)
+
+    after = sorted(
+        realpath(m["path"]) for m in lazily_mapped
+        if is_rocm_library(m["path"]) and realpath(m["path"]) not in mapped_paths
+    )
+    evidence = {
+        "predicted": len(predicted),
+        "mapped": len(mapped_paths),
+        "predicted_not_mapped": not_mapped,
+        "rocm_mapped_not_predicted": unexpected + lazy_ok,
+        "rocm_mapped_later_by_nf4": after,
+        "rocm_mapped": sorted(p for p in mapped_paths if is_rocm_library(p)),
+    }
+    title = "mapped libraries match the static prediction"
+    if not_mapped or unexpected:
+        parts = []
+        if not_mapped:
+            parts.append(f"predicted but not mapped: {', '.join(not_mapped[:3])}{' …' if len(not_mapped) > 3 else ''}")
+        if unexpected:
+            parts.append(f"mapped but neither predicted nor from torch/lib or /opt/rocm-{places.release}: "
+                         f"{', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}")
+        return CheckResult("runtime.maps", title, FAIL, "; ".join(parts), evidence)
+    if lazy_ok:
+        return CheckResult(
+            "runtime.maps", title, WARN,
+            f"all {len(predicted)} predicted objects mapped; {len(lazy_ok)} ROCm libraries opened at run time that the "
+            f"static model does not predict: {', '.join(os.path.basename(p) for p in lazy_ok[:4])}",
+            evidence,
+        )
+    return CheckResult(
+        "runtime.maps", title, PASS,
+        f"all {len(predicted)} predicted objects mapped at the predicted paths; "
+        f"{len(evidence['rocm_mapped'])} ROCm libraries mapped, none unpredicted",
+        evidence,
+    )
