@@ -23,13 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from verify.ld.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH, ProcessImage, Request
+from verify.checks import strays
+from verify.checks.host import Host
 from verify.checks.versions import INSTALL_ROCM_FIX
+from verify.ld.elf import ElfError
+from verify.ld.fsview import FileSystemView
+from verify.ld.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH, ProcessImage, Request
+from verify.ld.process import Analyser
 from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.stack.bnb_library import BnbChoice, select_bnb_library
 from verify.stack.rocm_libraries import family, is_rocm_library
-from verify.stack.venv_layout import host_realpath
+from verify.stack.torch_loads import torch_import_dlopens
+from verify.stack.venv_layout import Venv, torch_version_module
 
 TORCH_LIB = "torch/lib"
+TITLE = "static linkage: python → torch → bitsandbytes"
 
 
 @dataclass(frozen=True)
@@ -41,10 +49,10 @@ class Places:
     release: str
 
     @classmethod
-    def of_venv(cls, site_packages: str, release: str, root: Path = Path("/")) -> Places:
-        """The venv's torch/lib and /opt/rocm-RELEASE, symlinks resolved (inside the image at `root`)."""
-        return cls(torch_lib=host_realpath(posixpath.join(site_packages, "torch", "lib"), root),
-                   rocm_dir=host_realpath(f"/opt/rocm-{release}", root), release=release)
+    def of_venv(cls, site_packages: str, release: str, view: FileSystemView) -> Places:
+        """The venv's torch/lib and /opt/rocm-RELEASE, symlinks resolved (inside the image `view` shows)."""
+        return cls(torch_lib=view.real_path(posixpath.join(site_packages, "torch", "lib")),
+                   rocm_dir=view.real_path(f"/opt/rocm-{release}"), release=release)
 
     def origin(self, canonical: str) -> str:
         if canonical.startswith(self.torch_lib + "/"):
@@ -66,14 +74,14 @@ def judge_linkage(
     bnb_library: str,
     site_packages: str,
     release: str,
-    root: Path = Path("/"),
+    view: FileSystemView,
     owners: Mapping[str, str] | None = None,
     notes: Iterable[str] = (),
 ) -> CheckResult:
     """Judge the predicted process. `owners` maps a canonical file path to "package version (distro)" when known."""
     # Memoised: every request's requester is resolved, a few dozen distinct paths asked for hundreds of times.
-    real = functools.cache(lambda path: host_realpath(path, root))
-    places = Places.of_venv(site_packages, release, root)
+    real = functools.cache(view.real_path)
+    places = Places.of_venv(site_packages, release, view)
     owners = owners or {}
     bnb_real = real(bnb_library)
     problems: list[str] = []
@@ -135,7 +143,7 @@ def judge_linkage(
         if not real(request.requester).startswith(torch_dir + "/"):
             continue
         bundled = posixpath.join(places.torch_lib, request.name)
-        if not os.path.exists(_in_root(root, bundled)):
+        if not view.local(bundled).exists():
             continue
         served = real(request.path or "")
         if served != bundled:
@@ -178,11 +186,10 @@ def judge_linkage(
         "allowed_places": {"torch": places.torch_lib, "rocm": places.rocm_dir},
         "objects": len(image.objects),
     }
-    title = "static linkage: python → torch → bitsandbytes"
     if problems:
         evidence["short"] = ", ".join(shorts)
         also = f" (also: {', '.join(shorts[1:])})" if len(shorts) > 1 else ""
-        return CheckResult("linkage.static", title, FAIL, problems[0] + also, evidence)
+        return CheckResult("linkage.static", TITLE, FAIL, problems[0] + also, evidence)
     summary = ", ".join(f"{n['name']} ← {n.get('origin', n['path'])}" for n in bnb_needed if is_rocm_library(n["name"]))
     counts: dict[str, int] = {}
     for item in rocm_objects:
@@ -193,8 +200,8 @@ def judge_linkage(
     evidence["short"] = f"bitsandbytes' ROCm libraries from {' and '.join(origins) or 'nowhere'}"
     if warnings:
         evidence["short"] += f"; {len(warnings)} warning(s)"
-        return CheckResult("linkage.static", title, WARN, f"{warnings[0]} ({reason})", evidence)
-    return CheckResult("linkage.static", title, PASS, reason, evidence)
+        return CheckResult("linkage.static", TITLE, WARN, f"{warnings[0]} ({reason})", evidence)
+    return CheckResult("linkage.static", TITLE, PASS, reason, evidence)
 
 
 def describe_miss(request: Request) -> str:
@@ -224,5 +231,81 @@ def _how(request: Request) -> str:
     return request.outcome
 
 
-def _in_root(root: Path, path: str) -> str:
-    return path if root == Path("/") else str(root / path.lstrip("/"))
+
+# --- this run's check: the process model of the venv's python, then the judgement ------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkageInputs:
+    """What the process model is made of: the library bitsandbytes would pick (None: bitsandbytes is not installed)
+    and what `import torch` dlopens, as host paths (the maps check predicts the same loads again)."""
+
+    choice: BnbChoice | None
+    torch_dlopens: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def inputs(host: Host) -> LinkageInputs:
+    """This run's inputs (read once; see Host.shared)."""
+    return host.shared(_read_inputs)
+
+
+def _read_inputs(host: Host) -> LinkageInputs:
+    site_packages = host.venv.site_packages
+    bnb_dir = site_packages / "bitsandbytes"
+    if not bnb_dir.is_dir():
+        return LinkageInputs(None)
+    constants = torch_version_module(site_packages)
+    choice = select_bnb_library(bnb_dir, constants.get("hip"), host.options.environ, host.options.expect_rocm)
+    loads = torch_import_dlopens(site_packages, _python_tag(host.venv))
+    return LinkageInputs(choice, tuple(host.view.image_path(p) for p in loads.dlopens), loads.notes)
+
+
+def _python_tag(venv: Venv) -> str | None:
+    name = venv.site_packages.parent.name  # "python3.11"
+    return name.replace("python", "").replace(".", "") if name.startswith("python") else None
+
+
+def resolve(host: Host, executable: str, dlopens: Iterable[str], environ: Mapping[str, str]) -> ProcessImage:
+    """The process model on this run's view of the host's files (`environ`: the process environment the loader reads,
+    only LD_LIBRARY_PATH matters)."""
+    analyser = Analyser(host.view.image_root, fs=host.view)
+    return analyser.resolve_process(executable, dlopens, library_path=environ.get("LD_LIBRARY_PATH"))
+
+
+def run(host: Host) -> list[CheckResult]:
+    options, view = host.options, host.view
+    found = inputs(host)
+    choice = found.choice
+    if choice is None:
+        return [CheckResult("linkage.static", TITLE, FAIL,
+                            f"bitsandbytes is not installed in {options.venv} — pip install "
+                            f"bitsandbytes=={options.expect_bitsandbytes}", {})]
+    bnb_host = view.image_path(choice.path)
+    evidence_choice = {"library": choice.name, "rule": choice.rule, "warning": choice.warning, "error": choice.error}
+    if choice.error:
+        return [CheckResult("linkage.static", TITLE, FAIL, f"bitsandbytes would load no ROCm library: {choice.error}",
+                            {"bnb_choice": evidence_choice})]
+    if not choice.path.exists():
+        return [CheckResult("linkage.static", TITLE, FAIL,
+                            f"bitsandbytes would fail with 'No compatible ROCm binary found at {bnb_host}' "
+                            f"({choice.rule}) — install torch for ROCm {options.expect_rocm} and "
+                            f"bitsandbytes=={options.expect_bitsandbytes}", {"bnb_choice": evidence_choice})]
+    executable = str(options.venv / "bin" / "python")
+    torch_dlopens = list(found.torch_dlopens)
+    try:
+        image = resolve(host, executable, [*torch_dlopens, bnb_host], options.environ)
+    except (ElfError, OSError) as error:
+        return [CheckResult("linkage.static", TITLE, FAIL, f"cannot analyse {executable}: {error} — recreate the venv",
+                            {"bnb_choice": evidence_choice})]
+    notes = list(found.notes)
+    if choice.warning:
+        notes.append(choice.warning)
+    if options.environ.get("LD_PRELOAD"):
+        notes.append(f"LD_PRELOAD={options.environ['LD_PRELOAD']!r} is set: preloaded objects are not modelled")
+    result = judge_linkage(
+        image, bnb_library=bnb_host, site_packages=view.image_path(host.venv.site_packages),
+        release=options.expect_rocm, view=view, owners=strays.owners(host), notes=notes,
+    )
+    evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
+    return [CheckResult(result.id, result.title, result.status, result.reason, evidence)]

@@ -15,10 +15,14 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable, Mapping
 
-from verify.ld.image import ProcessImage
+from verify.checks import linkage, runtime
+from verify.checks.host import Host
 from verify.checks.linkage import Places
-from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.ld.image import ProcessImage
+from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult
 from verify.stack.rocm_libraries import is_rocm_library
+
+TITLE = "mapped libraries match the static prediction"
 
 
 def _dev_inode(entry: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -89,7 +93,6 @@ def compare_maps(
         "rocm_mapped_later_by_nf4": after,
         "rocm_mapped": sorted(p for p in mapped_paths if is_rocm_library(p)),
     }
-    title = "mapped libraries match the static prediction"
     if not_mapped or unexpected:
         parts = []
         if not_mapped:
@@ -97,17 +100,40 @@ def compare_maps(
         if unexpected:
             parts.append(f"mapped but neither predicted nor from torch/lib or /opt/rocm-{places.release}: "
                          f"{', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}")
-        return CheckResult("runtime.maps", title, FAIL, "; ".join(parts), evidence)
+        return CheckResult("runtime.maps", TITLE, FAIL, "; ".join(parts), evidence)
     if lazy_ok:
         return CheckResult(
-            "runtime.maps", title, WARN,
+            "runtime.maps", TITLE, WARN,
             f"all {len(predicted)} predicted objects mapped; {len(lazy_ok)} ROCm libraries opened at run time that the "
             f"static model does not predict: {', '.join(os.path.basename(p) for p in lazy_ok[:4])}",
             evidence,
         )
     return CheckResult(
-        "runtime.maps", title, PASS,
+        "runtime.maps", TITLE, PASS,
         f"all {len(predicted)} predicted objects mapped at the predicted paths; "
         f"{len(evidence['rocm_mapped'])} ROCm libraries mapped, none unpredicted",
         evidence,
     )
+
+
+def run(host: Host) -> list[CheckResult]:
+    """Predict the loads the probe really did, with its environment, and compare with its /proc/self/maps."""
+    found = runtime.probe(host)
+    if found is None or found.data is None:
+        return []  # --static-only, or the probe died: runtime.torch says so
+    options, data = host.options, found.data
+    torch_dlopens = linkage.inputs(host).torch_dlopens
+    mapped = data.get("maps_after_import")
+    if not mapped or not torch_dlopens:
+        return [CheckResult("runtime.maps", TITLE, SKIP, "nothing to compare: the probe mapped no torch", {})]
+    bnb_file = (data.get("bitsandbytes") or {}).get("library_file")
+    dlopens = list(torch_dlopens) + ([bnb_file] if bnb_file else [])
+    environ = dict(options.environ)
+    probe_env = data.get("env", {})
+    if "LD_LIBRARY_PATH" in probe_env:
+        environ["LD_LIBRARY_PATH"] = probe_env["LD_LIBRARY_PATH"]
+    image = linkage.resolve(host, data.get("executable") or str(options.venv / "bin" / "python"), dlopens, environ)
+    places = Places.of_venv(host.view.image_path(host.venv.site_packages), options.expect_rocm, host.view)
+    result = compare_maps(image, mapped, places, realpath=host.view.real_path,
+                          lazily_mapped=data.get("maps_after_nf4") or ())
+    return [CheckResult(result.id, result.title, result.status, result.reason, dict(result.evidence, dlopens=dlopens))]

@@ -1,7 +1,7 @@
-"""Judging an NF4 smoke measurement: bitsandbytes' own error bounds, plus lower bounds that catch a no-op quantizer.
+"""Check 4 — the NF4 smoke, judged: bitsandbytes' own error bounds, plus lower bounds that catch a no-op quantizer.
 
-The measurement itself happens in the venv (`runtime_probe.py`); this module only compares numbers, so it runs with
-the host's python3 and is easy to test. Sources of the bounds (../shared/notes/rocm-stack.md):
+The measurement itself happens in the venv (`runtime_probe.py`, on a SHAPE matrix with BLOCKSIZE, run by
+`runtime.py`'s probe); this module only compares numbers, so it runs with the host's python3 and is easy to test. Sources of the bounds (../shared/notes/rocm-stack.md):
 - bitsandbytes' test_4bit_quant, randn 1024x1024, nf4, blocksize 64: mean |err| < 0.0733, mean relative err < 0.2057;
 - its test_matmul_4bit (randn A, xavier-uniform B): mean |out - A @ B.T| < 0.115;
 - measured on CPU with torch 2.13.0 / bitsandbytes 0.50.1 (fp32, bf16 and fp16 alike, three seeds): round trip
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-BLOCKSIZE = 64
-SHAPE = (1024, 1024)
-SEED = 1234
-
+from verify.checks import runtime
+from verify.checks.host import Host
+from verify.report.report import FAIL, PASS, CheckResult
+from verify.stack.gpu_arch import base_arch
 
 BROKEN = "the 4-bit kernels are wrong"
 NO_OP = "no quantization error at all — the quantizer did nothing"
@@ -81,3 +81,49 @@ def bounds_evidence() -> list[dict[str, Any]]:
     return [
         {"measure": b.key, "greater_than": b.low, "less_than": b.high, "source": b.source} for b in BOUNDS
     ]
+
+
+def check_nf4(probe: Mapping[str, Any]) -> list[CheckResult]:
+    """One check per device the probe ran NF4 on (one failure when it ran none)."""
+    runs = probe.get("nf4") or []
+    if not runs:
+        errors = probe.get("errors", {})
+        why = "; ".join(f"{k}: {v}" for k, v in errors.items() if "traceback" not in k) or "nothing to run it with"
+        return [CheckResult("nf4", "NF4 smoke test", FAIL, f"NF4 smoke not run: {why}", {"errors": errors})]
+    devices = {f"cuda:{d['index']}": d for d in ((probe.get("torch") or {}).get("devices") or [])}
+    results = []
+    for run in runs:
+        device = run.get("device", "?")
+        ok, problems = judge_nf4(run)
+        on_cpu = device == "cpu"
+        arch = base_arch(devices.get(device, {}).get("arch")) if not on_cpu else None
+        label = f"{device} ({arch})" if arch else device
+        evidence = dict(run)
+        evidence["bounds"] = bounds_evidence()
+        evidence["gpu_pass"] = not on_cpu
+        check_id = f"nf4.{device.replace(':', '')}"
+        title = f"NF4 smoke on {label}"
+        if not ok:
+            results.append(CheckResult(check_id, title, FAIL, f"NF4 on {label}: {'; '.join(problems)}", evidence))
+            continue
+        total_ms = sum((run.get("timings_ms") or {}).values())
+        memory = run.get("gpu_peak_memory_bytes")
+        memory_text = f", {memory / 2**20:.1f} MiB GPU memory" if memory is not None else ""
+        cpu_note = " — CPU run, not a GPU pass" if on_cpu else ""
+        results.append(
+            CheckResult(
+                check_id, title, PASS,
+                f"NF4 on {label}: round-trip |err| {run['roundtrip_mean_abs_error']:.4f}, "
+                f"matmul_4bit |err| {run['matmul_mean_abs_error']:.4f}, Linear4bit cosine {run['linear4bit_cosine']:.4f}, "
+                f"{total_ms:.0f} ms{memory_text}{cpu_note}",
+                evidence,
+            )
+        )
+    return results
+
+
+def run(host: Host) -> list[CheckResult]:
+    found = runtime.probe(host)
+    if found is None or found.data is None:
+        return []  # --static-only, or the probe died: runtime.torch says so
+    return check_nf4(found.data)

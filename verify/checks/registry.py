@@ -1,64 +1,62 @@
 """Every check for one host, in order, into one report: `python -m verify check`'s engine.
 
-1. static linkage of python → torch → bitsandbytes' library (`checks/linkage.py`), before anything is imported;
-2. installed versions (`checks/versions.py`); stray distro ROCm packages (`verify/debian/strays.py`);
-3. runtime in the venv and 4. NF4 (`checks/runtime.py`), then the maps-vs-prediction comparison (`checks/maps.py`).
-The static part reads files only; the runtime part starts the venv's python once.
+`CHECKS` is the list, in the order of the report; each module's `run(host)` returns its CheckResults:
+1. `linkage` — static linkage of python → torch → bitsandbytes' library, before anything is imported;
+2. `versions` — installed versions; `strays` — stray distro ROCm packages;
+3. `runtime` — the probe in the venv (torch, GPUs, bitsandbytes' library), `maps` — what the probe really mapped
+   against the static prediction; 4. `nf4` — the NF4 smoke on each device.
+The static checks read files only; the runtime ones share one run of the venv's python (none with --static-only).
+What several checks need (one view of the host's files, dpkg's packages, the probe …) is in `host.py`.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import posixpath
 import socket
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from verify.stack.bnb_library import BnbChoice, release_tag, select_bnb_library
-from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
-from verify.ld.elf import ElfError
+from verify.checks import linkage, maps, nf4, runtime, strays, versions
+from verify.checks.host import CheckOptions, Host
+from verify.ld.fsview import FileSystemView
+from verify.report.report import CheckResult, build_report
 from verify.stack.gpu_arch import arch_supported, base_arch
-from verify.ld.image import ProcessImage
-from verify.checks.versions import check_bitsandbytes_version, check_system_rocm, check_torch_build, rocm_info_version
-from verify.checks.linkage import Places, judge_linkage
-from verify.checks.maps import compare_maps
-from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult, build_report
-from verify.checks.runtime import ProbeRun, RuntimeExpectations, judge_runtime, run_probe
-from verify.debian.strays import find_strays
-from verify.stack.torch_loads import torch_import_dlopens
-from verify.stack.venv_layout import Venv, dist_version, find_venv, host_realpath, torch_version_module, under_root
+from verify.stack.venv_layout import dist_version, torch_version_module
 
 TOOL_VERSION = "0.1.0"
 
-
-@dataclass(frozen=True)
-class CheckOptions:
-    venv: Path
-    expect_rocm: str
-    expect_bitsandbytes: str = "0.50.1"
-    device: str = "auto"  # "auto" | "cpu"
-    gpu_required: bool = True
-    static_only: bool = False
-    root: Path = Path("/")
-    timeout: float = 900.0
-    torch_label: str | None = None  # display only: what this torch stands for (test fleets)
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+CHECKS = (linkage, versions, strays, runtime, maps, nf4)
 
 
-def resolve(executable: str, dlopens: list[str], root: Path, environ: Mapping[str, str]) -> ProcessImage:
-    """The process model from the linkage analyser (imported here so the rest of this module does not need it)."""
-    from verify.ld.process import resolve_process
+def run_checks(options: CheckOptions) -> dict[str, Any]:
+    """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv."""
+    host = Host(options)
+    checks = [result for check in CHECKS for result in check.run(host)]
+    request = {
+        "venv": str(options.venv),
+        "expect_rocm": options.expect_rocm,
+        "expect_bitsandbytes": options.expect_bitsandbytes,
+        "device": options.device,
+        "gpu_required": options.gpu_required,
+        "static_only": options.static_only,
+        "root": str(options.root),
+        "torch_label": options.torch_label,
+    }
+    return build_report(
+        host=host_facts(host.view),
+        request=request,
+        facts=_facts(host, checks),
+        checks=checks,
+        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        tool_version=TOOL_VERSION,
+    )
 
-    return resolve_process(executable, dlopens, env=environ, root=str(root))
 
-
-def host_facts(root: Path) -> dict[str, Any]:
+def host_facts(view: FileSystemView) -> dict[str, Any]:
     pretty = None
     try:
-        for line in under_root(root, "/etc/os-release").read_text(encoding="utf-8").splitlines():
+        for line in view.local("/etc/os-release").read_text(encoding="utf-8").splitlines():
             if line.startswith("PRETTY_NAME="):
                 pretty = line.split("=", 1)[1].strip().strip('"')
     except OSError:
@@ -72,182 +70,12 @@ def host_facts(root: Path) -> dict[str, Any]:
     }
 
 
-def _python_tag(venv: Venv) -> str | None:
-    name = venv.site_packages.parent.name  # "python3.11"
-    return name.replace("python", "").replace(".", "") if name.startswith("python") else None
-
-
-def _strays(
-    root: Path, packages: tuple[DpkgPackage, ...] | None
-) -> tuple[CheckResult, dict[str, str], dict[str, Any] | None]:
-    """(check, {canonical library path: "package version (distro)"}, facts) from the strays module."""
-    try:
-        report = find_strays(root, packages)
-    except (OSError, ValueError) as error:
-        check = CheckResult(
-            "strays", "stray distro ROCm packages", WARN, f"could not read the dpkg database: {error}", {}
-        )
-        return check, {}, None
-    owners = {}
-    for stray in report.strays:
-        for library in stray.libraries:
-            owners[host_realpath(library.path, root)] = f"{stray.package} {stray.version} (distro)"
-    risky = [s.package for s in report.binding_risk]
-    facts = {"count": len(report.strays), "packages": [s.package for s in report.strays], "binding_risk": risky}
-    evidence = report.to_json()
-    title = "stray distro ROCm packages"
-    if not report.strays:
-        return CheckResult("strays", title, PASS, "no distro-archive ROCm packages installed", evidence), owners, facts
-    first = report.binding_risk[0] if report.binding_risk else report.strays[0]
-    more = f" (+{len(report.strays) - 1} more)" if len(report.strays) > 1 else ""
-    reason = f"{len(report.strays)} distro ROCm package(s): {first.describe()}{more}"
-    return CheckResult("strays", title, WARN, reason, evidence), owners, facts
-
-
-def _static_linkage(
-    options: CheckOptions, venv: Venv, owners: Mapping[str, str]
-) -> tuple[CheckResult, BnbChoice | None, list[str]]:
-    title = "static linkage: python → torch → bitsandbytes"
-    constants = torch_version_module(venv.site_packages)
-    bnb_dir = venv.site_packages / "bitsandbytes"
-    if not bnb_dir.is_dir():
-        return (
-            CheckResult("linkage.static", title, FAIL,
-                        f"bitsandbytes is not installed in {options.venv} — pip install bitsandbytes=={options.expect_bitsandbytes}", {}),
-            None, [],
-        )
-    choice = select_bnb_library(bnb_dir, constants.get("hip"), options.environ, options.expect_rocm)
-    loads = torch_import_dlopens(venv.site_packages, _python_tag(venv))
-    host_site = _host_path(options.root, venv.site_packages)
-    torch_dlopens = [_host_path(options.root, p) for p in loads.dlopens]
-    bnb_host = _host_path(options.root, choice.path)
-    evidence_choice = {"library": choice.name, "rule": choice.rule, "warning": choice.warning, "error": choice.error}
-    if choice.error:
-        return (
-            CheckResult("linkage.static", title, FAIL,
-                        f"bitsandbytes would load no ROCm library: {choice.error}", {"bnb_choice": evidence_choice}),
-            choice, torch_dlopens,
-        )
-    if not choice.path.exists():
-        return (
-            CheckResult("linkage.static", title, FAIL,
-                        f"bitsandbytes would fail with 'No compatible ROCm binary found at {bnb_host}' ({choice.rule}) "
-                        f"— install torch for ROCm {options.expect_rocm} and bitsandbytes=={options.expect_bitsandbytes}",
-                        {"bnb_choice": evidence_choice}),
-            choice, torch_dlopens,
-        )
-    executable = str(options.venv / "bin" / "python")
-    try:
-        image = resolve(executable, [*torch_dlopens, bnb_host], options.root, options.environ)
-    except (ElfError, OSError) as error:
-        return (
-            CheckResult("linkage.static", title, FAIL,
-                        f"cannot analyse {executable}: {error} — recreate the venv", {"bnb_choice": evidence_choice}),
-            choice, torch_dlopens,
-        )
-    notes = list(loads.notes)
-    if choice.warning:
-        notes.append(choice.warning)
-    if options.environ.get("LD_PRELOAD"):
-        notes.append(f"LD_PRELOAD={options.environ['LD_PRELOAD']!r} is set: preloaded objects are not modelled")
-    result = judge_linkage(
-        image, bnb_library=bnb_host, site_packages=host_site, release=options.expect_rocm, root=options.root,
-        owners=owners, notes=notes,
-    )
-    evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
-    return CheckResult(result.id, result.title, result.status, result.reason, evidence), choice, torch_dlopens
-
-
-def _host_path(root: Path, path: Path | str) -> str:
-    path = Path(path)
-    if root == Path("/"):
-        return str(path)
-    return "/" + str(path.relative_to(root))
-
-
-def _maps_check(options: CheckOptions, probe: ProbeRun, torch_dlopens: list[str], venv: Venv) -> CheckResult:
-    """Predict the loads the probe really did, with its environment, and compare with its /proc/self/maps."""
-    data = probe.data or {}
-    mapped = data.get("maps_after_import")
-    title = "mapped libraries match the static prediction"
-    if not mapped or not torch_dlopens:
-        return CheckResult("runtime.maps", title, SKIP, "nothing to compare: the probe mapped no torch", {})
-    bnb_file = (data.get("bitsandbytes") or {}).get("library_file")
-    dlopens = list(torch_dlopens) + ([bnb_file] if bnb_file else [])
-    environ = dict(options.environ)
-    probe_env = data.get("env", {})
-    if "LD_LIBRARY_PATH" in probe_env:
-        environ["LD_LIBRARY_PATH"] = probe_env["LD_LIBRARY_PATH"]
-    image = resolve(data.get("executable") or str(options.venv / "bin" / "python"), dlopens, Path("/"), environ)
-    places = Places.of_venv(str(venv.site_packages), options.expect_rocm)
-    result = compare_maps(image, mapped, places, lazily_mapped=data.get("maps_after_nf4") or ())
-    return CheckResult(result.id, result.title, result.status, result.reason,
-                       dict(result.evidence, dlopens=dlopens))
-
-
-def run_checks(options: CheckOptions) -> dict[str, Any]:
-    """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv."""
-    venv = find_venv(options.venv, options.root)
-    checks: list[CheckResult] = []
-
-    try:
-        # Parsed once for the strays check and the system ROCm check (the apt hook runs this after every dpkg run).
-        packages = read_status(options.root)
-    except DpkgDatabaseError:
-        packages = None  # each check reads it itself and says why it cannot
-    strays_check, owners, strays_facts = _strays(options.root, packages)
-    linkage, choice, torch_dlopens = _static_linkage(options, venv, owners)
-    checks.append(linkage)
-    checks.append(check_system_rocm(options.root, options.expect_rocm, packages))
-    checks.append(check_torch_build(venv, options.expect_rocm))
-    checks.append(check_bitsandbytes_version(venv, options.expect_bitsandbytes))
-    checks.append(strays_check)
-
-    probe = None
-    if not options.static_only:
-        want = RuntimeExpectations(
-            release=options.expect_rocm,
-            device=options.device,
-            gpu_required=options.gpu_required,
-            expected_bnb_library=f"libbitsandbytes_rocm{release_tag(options.expect_rocm)}.so",
-        )
-        probe = run_probe(venv.python, options.device, env=options.environ, timeout=options.timeout)
-        runtime = judge_runtime(probe, want)
-        checks.extend(runtime[:3])
-        if probe.data is not None:
-            checks.append(_maps_check(options, probe, torch_dlopens, venv))
-        checks.extend(runtime[3:])
-
-    facts = _facts(options, venv, checks, choice, probe, strays_facts)
-    request = {
-        "venv": str(options.venv),
-        "expect_rocm": options.expect_rocm,
-        "expect_bitsandbytes": options.expect_bitsandbytes,
-        "device": options.device,
-        "gpu_required": options.gpu_required,
-        "static_only": options.static_only,
-        "root": str(options.root),
-        "torch_label": options.torch_label,
-    }
-    return build_report(
-        host=host_facts(options.root),
-        request=request,
-        facts=facts,
-        checks=checks,
-        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        tool_version=TOOL_VERSION,
-    )
-
-
-def _facts(
-    options: CheckOptions,
-    venv: Venv,
-    checks: list[CheckResult],
-    choice: BnbChoice | None,
-    probe: ProbeRun | None,
-    strays: dict[str, Any] | None,
-) -> dict[str, Any]:
+def _facts(host: Host, checks: list[CheckResult]) -> dict[str, Any]:
+    """What the fleet summary shows, one value per column (see report_schema.json)."""
+    options, venv = host.options, host.venv
     by_id = {c.id: c for c in checks}
+    probe = runtime.probe(host)
+    choice = linkage.inputs(host).choice
     data = (probe.data if probe else None) or {}
     torch_rt = data.get("torch") or {}
     constants = torch_version_module(venv.site_packages)
@@ -259,10 +87,10 @@ def _facts(
              "supported": arch_supported(d.get("arch"))}
             for d in torch_rt.get("devices") or []
         ]
-    nf4 = []
+    nf4_runs = []
     for check in checks:
         if check.id.startswith("nf4.") and check.evidence:
-            nf4.append({
+            nf4_runs.append({
                 "device": check.evidence.get("device"),
                 "status": check.status,
                 "roundtrip_mean_abs_error": check.evidence.get("roundtrip_mean_abs_error"),
@@ -274,9 +102,9 @@ def _facts(
         mode = "cpu"
     else:
         mode = "gpu"
-    linkage = by_id.get("linkage.static")
+    linkage_check = by_id.get("linkage.static")
     return {
-        "rocm": rocm_info_version(options.root),
+        "rocm": versions.rocm_info_version(host.view),
         "torch": dist_version(venv.site_packages, "torch"),
         "torch_hip": constants.get("hip"),
         "bitsandbytes": dist_version(venv.site_packages, "bitsandbytes"),
@@ -284,9 +112,10 @@ def _facts(
         "gpus": gpus,
         "device_mode": mode,
         "linkage": (
-            {"status": linkage.status, "reason": linkage.reason, "short": linkage.evidence.get("short")}
-            if linkage else None
+            {"status": linkage_check.status, "reason": linkage_check.reason,
+             "short": linkage_check.evidence.get("short")}
+            if linkage_check else None
         ),
-        "strays": strays,
-        "nf4": nf4,
+        "strays": strays.facts(host),
+        "nf4": nf4_runs,
     }

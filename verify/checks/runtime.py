@@ -1,9 +1,9 @@
-"""Checks 3 and 4 — run the probe in the venv, then judge what it saw (torch, GPUs, bitsandbytes' library, NF4).
+"""Check 3 — run the probe in the venv, then judge what it saw (torch, GPUs, bitsandbytes' library).
 
 `run_probe` is the one place in `verify/` that starts a process: the venv's own python, fed `runtime_probe.py` on
 stdin (so the probed process imports nothing of ours). Everything after that is pure: `judge_runtime` turns the
-probe's JSON into `CheckResult`s. The comparison of /proc/self/maps with the static prediction is in
-`maps.py`.
+probe's JSON into `CheckResult`s. The same probe run serves the comparison of /proc/self/maps with the static
+prediction (`maps.py`) and the NF4 smoke (`nf4.py`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from verify.checks import nf4 as nf4_bounds
+from verify.checks.host import Host
 from verify.stack.gpu_arch import BNB_ROCM72_ARCHS, arch_supported, base_arch
 from verify.checks.versions import INSTALL_ROCM_FIX
 from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.stack.bnb_library import release_tag
 from verify.stack.rocm_libraries import is_rocm_library
 
 NATIVE_CLASS = "CudaBNBNativeLibrary"  # bitsandbytes' class for a loaded CUDA/ROCm library
 MOCK_CLASS = "ErrorHandlerMockBNBNativeLibrary"  # what it installs when loading failed
 DEFAULT_TIMEOUT_S = 900
+# The NF4 measurement the probe makes (verify/checks/nf4.py judges it against bounds taken for exactly this).
+BLOCKSIZE = 64
+SHAPE = (1024, 1024)
+SEED = 1234
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ def run_probe(
     """
     command = [
         str(python), "-B", "-", "--device", device,
-        "--size", str(nf4_bounds.SHAPE[0]), "--blocksize", str(nf4_bounds.BLOCKSIZE), "--seed", str(nf4_bounds.SEED),
+        "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
     ]
     try:
         done = subprocess.run(
@@ -233,46 +238,8 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
     )
 
 
-def check_nf4(probe: Mapping[str, Any], want: RuntimeExpectations) -> list[CheckResult]:
-    runs = probe.get("nf4") or []
-    if not runs:
-        errors = probe.get("errors", {})
-        why = "; ".join(f"{k}: {v}" for k, v in errors.items() if "traceback" not in k) or "nothing to run it with"
-        return [CheckResult("nf4", "NF4 smoke test", FAIL, f"NF4 smoke not run: {why}", {"errors": errors})]
-    devices = {f"cuda:{d['index']}": d for d in ((probe.get("torch") or {}).get("devices") or [])}
-    results = []
-    for run in runs:
-        device = run.get("device", "?")
-        ok, problems = nf4_bounds.judge_nf4(run)
-        on_cpu = device == "cpu"
-        arch = base_arch(devices.get(device, {}).get("arch")) if not on_cpu else None
-        label = f"{device} ({arch})" if arch else device
-        evidence = dict(run)
-        evidence["bounds"] = nf4_bounds.bounds_evidence()
-        evidence["gpu_pass"] = not on_cpu
-        check_id = f"nf4.{device.replace(':', '')}"
-        title = f"NF4 smoke on {label}"
-        if not ok:
-            results.append(CheckResult(check_id, title, FAIL, f"NF4 on {label}: {'; '.join(problems)}", evidence))
-            continue
-        total_ms = sum((run.get("timings_ms") or {}).values())
-        memory = run.get("gpu_peak_memory_bytes")
-        memory_text = f", {memory / 2**20:.1f} MiB GPU memory" if memory is not None else ""
-        cpu_note = " — CPU run, not a GPU pass" if on_cpu else ""
-        results.append(
-            CheckResult(
-                check_id, title, PASS,
-                f"NF4 on {label}: round-trip |err| {run['roundtrip_mean_abs_error']:.4f}, "
-                f"matmul_4bit |err| {run['matmul_mean_abs_error']:.4f}, Linear4bit cosine {run['linear4bit_cosine']:.4f}, "
-                f"{total_ms:.0f} ms{memory_text}{cpu_note}",
-                evidence,
-            )
-        )
-    return results
-
-
 def judge_runtime(probe_run: ProbeRun, want: RuntimeExpectations) -> list[CheckResult]:
-    """Checks 3 and 4 (without the maps comparison) from one probe run."""
+    """Check 3 (without the maps comparison, verify/checks/maps.py, and NF4, verify/checks/nf4.py) from one probe run."""
     if probe_run.data is None:
         return [
             CheckResult(
@@ -281,9 +248,33 @@ def judge_runtime(probe_run: ProbeRun, want: RuntimeExpectations) -> list[CheckR
             )
         ]
     probe = probe_run.data
-    return [
-        check_torch_runtime(probe, want),
-        check_devices(probe, want),
-        check_bnb_library(probe, want),
-        *check_nf4(probe, want),
-    ]
+    return [check_torch_runtime(probe, want), check_devices(probe, want), check_bnb_library(probe, want)]
+
+
+# --- this run's check ------------------------------------------------------------------------------------------------
+
+
+def probe(host: Host) -> ProbeRun | None:
+    """This run's probe, run once for the runtime, maps and NF4 checks (None: --static-only)."""
+    return host.shared(_run_probe)
+
+
+def _run_probe(host: Host) -> ProbeRun | None:
+    options = host.options
+    if options.static_only:
+        return None
+    return run_probe(host.venv.python, options.device, env=options.environ, timeout=options.timeout)
+
+
+def run(host: Host) -> list[CheckResult]:
+    found = probe(host)
+    if found is None:
+        return []
+    options = host.options
+    want = RuntimeExpectations(
+        release=options.expect_rocm,
+        device=options.device,
+        gpu_required=options.gpu_required,
+        expected_bnb_library=f"libbitsandbytes_rocm{release_tag(options.expect_rocm)}.so",
+    )
+    return judge_runtime(found, want)

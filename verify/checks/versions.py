@@ -13,18 +13,20 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from verify.checks.host import Host
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.report.report import FAIL, PASS, CheckResult
-from verify.stack.venv_layout import Venv, dist_version, torch_version_module, under_root
+from verify.ld.fsview import FileSystemView
+from verify.stack.venv_layout import Venv, dist_version, torch_version_module
 
 INSTALL_ROCM_FIX = "install ROCm {release} (amdgpu-install -y --usecase=rocm --no-dkms)"
 _RELEASE = re.compile(r"(\d+\.\d+\.\d+)")
 
 
-def rocm_info_version(root: Path) -> str | None:
+def rocm_info_version(view: FileSystemView) -> str | None:
     """The first line of /opt/rocm/.info/version (e.g. "7.2.4-93"), or None."""
     try:
-        text = under_root(root, "/opt/rocm/.info/version").read_text(encoding="utf-8", errors="replace")
+        text = view.local("/opt/rocm/.info/version").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     return text.strip().splitlines()[0].strip() if text.strip() else None
@@ -90,11 +92,12 @@ def check_bitsandbytes_version(venv: Venv, expected: str) -> CheckResult:
     )
 
 
-def check_system_rocm(root: Path, expected_release: str, packages: Iterable[DpkgPackage] | None = None) -> CheckResult:
+def check_system_rocm(view: FileSystemView, expected_release: str,
+                      packages: Iterable[DpkgPackage] | None = None) -> CheckResult:
     """`packages`: the dpkg status file's packages, when the caller has them (see dpkg_installed_version)."""
-    info = rocm_info_version(root)
-    core = dpkg_installed_version(root, "rocm-core", packages)
-    versioned_dir = under_root(root, f"/opt/rocm-{expected_release}")
+    info = rocm_info_version(view)
+    core = dpkg_installed_version(Path(view.image_root), "rocm-core", packages)
+    versioned_dir = view.local(f"/opt/rocm-{expected_release}")
     evidence = {
         "opt_rocm_info_version": info,
         "rocm_core_package": core,
@@ -114,3 +117,13 @@ def check_system_rocm(root: Path, expected_release: str, packages: Iterable[Dpkg
         return CheckResult("versions.rocm", title, PASS, f"ROCm {expected_release} (rocm-core {core})", evidence)
     said = ", ".join(f"{where} says {found or 'nothing'}" for where, found in wrong.items())
     return CheckResult("versions.rocm", title, FAIL, f"system ROCm is not {expected_release}: {said} — {fix}", evidence)
+
+
+def run(host: Host) -> list[CheckResult]:
+    """The three version checks of this run (dpkg's packages parsed once, shared with the strays check)."""
+    options = host.options
+    return [
+        check_system_rocm(host.view, options.expect_rocm, host.packages),
+        check_torch_build(host.venv, options.expect_rocm),
+        check_bitsandbytes_version(host.venv, options.expect_bitsandbytes),
+    ]

@@ -252,9 +252,11 @@ def _auto_installed(package: DpkgPackage, marked: frozenset[str], native: str) -
     return package.key in marked or (package.architecture == "all" and f"{package.name}:{native}" in marked)
 
 
-def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None = None) -> StraysReport:
+def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None = None,
+                view: FileSystemView | None = None) -> StraysReport:
     """The stray distro ROCm packages installed under `root` (raises dpkg.DpkgDatabaseError if it has no dpkg
-    database). `packages`: its status file's packages, when the caller has parsed them already."""
+    database). `packages`: its status file's packages, when the caller has parsed them already; `view`: the caller's
+    view of the files under `root`, when it has one."""
     root_path = Path(root)
     if packages is None:
         packages = read_status(root_path)
@@ -280,7 +282,7 @@ def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None
     dependents_of = _dependents_by_stray(installed, strays, candidates)
     stray_keys = set(dependents_of)
 
-    view = FileSystemView(os.fspath(root))
+    view = view or FileSystemView(os.fspath(root))
     report = []
     for stray in sorted(strays, key=lambda package: (package.name, package.architecture)):
         listed = file_list(root_path, stray)

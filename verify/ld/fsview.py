@@ -4,6 +4,11 @@ With a root, every path is the *image's* path: it is looked up under DIR, and sy
 (an absolute target is re-rooted at DIR, `..` never climbs above it), the way the loader would see them if DIR were
 `/`. Directory listings, path resolutions and ELF parses are cached: one analysis asks for the same few directories
 (each with a dozen hwcaps subdirectories) thousands of times, and the same file under several names.
+
+Two kinds of path meet here: an *image path* is what the analysed system calls a file (`/opt/rocm/lib/…`, also with
+a root), a *local path* is where that file opens on this machine (`DIR/opt/rocm-7.2.4/lib/…`). Every translation
+between them is a method of this class — `host_path`/`local` (image → local), `real_path` (image → canonical image
+path), `image_path` (local → image) — and `verify check` makes one view per run and passes it along.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat as stat_module
+from pathlib import Path, PurePosixPath
 
 from verify.ld.elf import ElfError, ElfInfo, read_elf
 
@@ -47,6 +53,37 @@ class FileSystemView:
         resolved = self._resolve(path)
         self._resolved[path] = resolved
         return resolved
+
+    def local(self, path: str | os.PathLike) -> Path:
+        """`host_path` as a Path that is never None: a path that does not resolve inside the image (a symlink loop) is
+        joined to the root as it is, so that opening it fails like opening any missing file."""
+        path = os.fspath(path)
+        if not self.root:
+            return Path(path)
+        found = self.host_path(path)
+        if found is not None:
+            return Path(found)
+        return Path(self.root) / path.lstrip("/")
+
+    def real_path(self, path: str) -> str:
+        """The canonical image path of `path`: every symlink resolved (inside the image)."""
+        if not self.root:
+            return posixpath.realpath(self.absolute(path))
+        found = self.host_path(path)
+        if found is None:
+            return posixpath.normpath(self.absolute(path))
+        return found[len(self.root):] or "/"
+
+    def image_path(self, local: str | os.PathLike) -> str:
+        """The image path of a local path under the root (the inverse of `local` for a path already resolved)."""
+        if not self.root:
+            return os.fspath(local)
+        return "/" + str(PurePosixPath(os.fspath(local)).relative_to(self.root))
+
+    @property
+    def image_root(self) -> str:
+        """The analysed system's root directory on this machine ("/" for this machine itself)."""
+        return self.root or "/"
 
     def _resolve(self, path: str) -> str | None:
         todo = path.split("/")

@@ -28,7 +28,6 @@ ldd's trace mode keeps it).
 from __future__ import annotations
 
 import os
-import posixpath
 
 from verify.ld import image as m
 from verify.ld.elf import ElfError, ElfInfo
@@ -232,7 +231,7 @@ class Loader:
         if st is None:
             st = self.fs.stat(path)
         if executed:
-            real = self._real_path(path)
+            real = self.fs.real_path(path)
             origin = _dirname(real)
             names: list[str] = []
         else:
@@ -687,12 +686,6 @@ class Loader:
             else:
                 out.append("$")
                 index = dollar + 1
-
-    def _real_path(self, path: str) -> str:
-        host = self.fs.host_path(path)
-        if self.fs.is_host:
-            return posixpath.realpath(self.fs.absolute(path))
-        return (host[len(self.fs.root):] or "/") if host else path
 
 
 def _dst_length(rest: str, token: str) -> int:

@@ -37,8 +37,9 @@ class Dlopen:
 
 class Analyser:
     def __init__(self, root: str = "/", *, platform: LoaderPlatform | None = None, cache_path: str = LD_SO_CACHE,
-                 cwd: str | None = None):
-        self.fs = FileSystemView(root, cwd)
+                 cwd: str | None = None, fs: FileSystemView | None = None):
+        # `fs`: the caller's view of the same root (`verify check` makes one per run; its caches are shared then).
+        self.fs = fs if fs is not None else FileSystemView(root, cwd)
         self.memo = RunMemo()  # shared by the analyses of this Analyser: see RunMemo
         self.root = root
         self.platform = platform or detect_platform(root, fs=self.fs)

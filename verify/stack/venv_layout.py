@@ -8,8 +8,6 @@ assignments in `torch/version.py` with `ast` — importing it would import torch
 from __future__ import annotations
 
 import ast
-import os
-import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +26,10 @@ class Venv:
     site_packages: Path
 
 
-def find_venv(venv: Path, root: Path = Path("/")) -> Venv:
-    """The venv at `venv` (a host path), looked up under `root`."""
-    base = under_root(root, venv)
+def find_venv(venv: Path, view: FileSystemView | None = None) -> Venv:
+    """The venv at `venv` (a host path), looked up through `view` (this machine's files when None). The venv's
+    paths are local paths (where its files open here): `view.image_path` gives the host's names back."""
+    base = view.local(venv) if view is not None else Path(venv)
     if not (base / "pyvenv.cfg").is_file():
         raise VenvError(f"{venv}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv")
     python = base / "bin" / "python"
@@ -40,29 +39,6 @@ def find_venv(venv: Path, root: Path = Path("/")) -> Venv:
     if len(found) != 1:
         raise VenvError(f"{venv}: expected one lib/python3*/site-packages, found {len(found)} — recreate the venv")
     return Venv(root=venv, python=python, site_packages=found[0])
-
-
-def under_root(root: Path, path: Path | str) -> Path:
-    """Where a host path of the image at `root` can be opened here (symlinks followed inside the image, so an
-    absolute link such as /opt/rocm -> /etc/alternatives/rocm stays in it)."""
-    path = Path(path)
-    if root == Path("/"):
-        return path
-    found = FileSystemView(str(root)).host_path(str(path))
-    if found is not None:
-        return Path(found)
-    return root / path.relative_to("/") if path.is_absolute() else root / path
-
-
-def host_realpath(path: str, root: Path = Path("/")) -> str:
-    """The canonical host path of `path` (every symlink resolved; inside the image when `root` is not /)."""
-    if root == Path("/"):
-        return os.path.realpath(path)
-    found = FileSystemView(str(root)).host_path(path)
-    if found is None:
-        return posixpath.normpath(path)
-    prefix = os.path.abspath(str(root))
-    return "/" + os.path.relpath(found, prefix) if found != prefix else "/"
 
 
 def _normalize(name: str) -> str:

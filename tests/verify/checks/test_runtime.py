@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
-from verify.checks.nf4 import BOUNDS
+from verify.checks.nf4 import BOUNDS, check_nf4
 from verify.report.report import FAIL, PASS, WARN
 from verify.checks.runtime import (
     MOCK_CLASS,
@@ -20,7 +20,6 @@ from verify.checks.runtime import (
     RuntimeExpectations,
     check_bnb_library,
     check_devices,
-    check_nf4,
     judge_runtime,
 )
 
@@ -148,7 +147,7 @@ def test_gpu_nf4_reason_carries_timings_and_memory():
     run = {"device": "cuda:0", "errors": {}, "timings_ms": {"quantize": 1.5, "dequantize": 0.5},
            "roundtrip_mean_abs_error": 0.0729, "roundtrip_mean_rel_error": 0.204, "matmul_mean_abs_error": 0.073,
            "linear4bit_cosine": 0.996, "gpu_peak_memory_bytes": 3 * 2**20}
-    (result,) = check_nf4(_probe([GFX1100], nf4=[run]), WANT_GPU)
+    (result,) = check_nf4(_probe([GFX1100], nf4=[run]))
     assert result.id == "nf4.cuda0" and result.status == PASS
     assert "cuda:0 (gfx1100)" in result.reason and "3.0 MiB GPU memory" in result.reason
     assert "not a GPU pass" not in result.reason

@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.verify_runs import torch_cpu_venv
 from verify.debian.dpkg import read_status
+from verify.ld.fsview import FileSystemView
 from verify.checks.versions import (
     check_bitsandbytes_version,
     check_system_rocm,
@@ -36,14 +37,14 @@ def test_real_cpu_torch_is_not_a_rocm_build_and_real_bitsandbytes_is_0_50_1():
 
 
 def test_system_rocm_from_info_version_and_rocm_core(tmp_path: Path):
-    assert check_system_rocm(tmp_path, "7.2.4").reason.startswith("no system ROCm")
+    assert check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4").reason.startswith("no system ROCm")
     write(tmp_path, "/opt/rocm-7.2.4/.info/version", "7.2.4-93\n")
     (tmp_path / "opt" / "rocm").symlink_to("/opt/rocm-7.2.4")  # absolute, resolved inside the image
     write(tmp_path, "/var/lib/dpkg/status",
           "Package: rocm-core\nStatus: install ok installed\nVersion: 7.2.4.70204-93~24.04\n\n"
           "Package: rocm-core-old\nStatus: deinstall ok config-files\nVersion: 6.4.1.60401-83~24.04\n")
-    assert check_system_rocm(tmp_path, "7.2.4").status == "pass"
-    other = check_system_rocm(tmp_path, "7.2.5")
+    assert check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4").status == "pass"
+    other = check_system_rocm(FileSystemView(str(tmp_path)), "7.2.5")
     assert other.status == "fail"
     assert "/opt/rocm/.info/version says 7.2.4, rocm-core says 7.2.4" in other.reason
 
@@ -56,9 +57,9 @@ def test_the_status_file_parsed_once_serves_the_check(tmp_path: Path):
           "Package: rocm-core\nStatus: install ok unpacked\nArchitecture: i386\nVersion: 6.4.1.60401-83~24.04\n")
     packages = read_status(tmp_path)
     (tmp_path / "var/lib/dpkg/status").unlink()
-    check = check_system_rocm(tmp_path, "7.2.4", packages)
+    check = check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4", packages)
     assert check.status == "pass" and check.evidence["rocm_core_package"] == "7.2.4.70204-93~24.04"
-    assert check_system_rocm(tmp_path, "7.2.4").reason.startswith("system ROCm is not 7.2.4: rocm-core says nothing")
+    assert check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4").reason.startswith("system ROCm is not 7.2.4: rocm-core says nothing")
 
 
 def test_a_removed_package_is_not_installed(tmp_path: Path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,14 @@ def test_a_library_missing_from_the_image_is_not_found_even_if_the_host_has_it(t
     assert os.path.exists("/lib/x86_64-linux-gnu/libexpat.so.1")
     result = Analyser(image).resolve("/usr/bin/needs-host-lib")
     assert [r.outcome for r in result.requests_for("libexpat.so.1")] == [m.NOT_FOUND]
+
+
+def test_paths_inside_an_image_follow_absolute_links_inside_it(tmp_path: Path):
+    (tmp_path / "opt" / "rocm-7.2.4" / "lib").mkdir(parents=True)
+    (tmp_path / "etc" / "alternatives").mkdir(parents=True)
+    (tmp_path / "etc" / "alternatives" / "rocm").symlink_to("/opt/rocm-7.2.4")
+    (tmp_path / "opt" / "rocm").symlink_to("/etc/alternatives/rocm")
+    view = FileSystemView(str(tmp_path))
+    assert view.real_path("/opt/rocm/lib") == "/opt/rocm-7.2.4/lib"
+    assert view.local("/opt/rocm/lib") == tmp_path / "opt" / "rocm-7.2.4" / "lib"
+    assert view.image_path(view.local("/opt/rocm/lib")) == "/opt/rocm-7.2.4/lib"

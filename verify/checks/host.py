@@ -1,0 +1,63 @@
+"""The host as one run of the checks sees it: what was asked, one view of its files, its venv, and what several
+checks need, computed once.
+
+Every path of the host goes through `view` (one `FileSystemView` of `/`, or of the image under `--root`, for the
+whole run: the linkage analysis, the strays' libraries, the versions and the venv share its caches). `shared(compute)`
+runs `compute(host)` the first time a check asks and keeps the answer for the others: dpkg's packages (strays and
+versions), the strays report (its check, and the linkage check's package names), the linkage's inputs (the linkage
+and maps checks, the report's facts), the runtime probe (runtime, maps and NF4).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
+
+from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
+from verify.ld.fsview import FileSystemView
+from verify.stack.venv_layout import find_venv
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    venv: Path
+    expect_rocm: str
+    expect_bitsandbytes: str = "0.50.1"
+    device: str = "auto"  # "auto" | "cpu"
+    gpu_required: bool = True
+    static_only: bool = False
+    root: Path = Path("/")
+    timeout: float = 900.0
+    torch_label: str | None = None  # display only: what this torch stands for (test fleets)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Host:
+    def __init__(self, options: CheckOptions):
+        """Raises venv_layout.VenvError for a --venv that is not a venv."""
+        self.options = options
+        self.view = FileSystemView(str(options.root))
+        self.venv = find_venv(options.venv, self.view)
+        self._shared: dict[Callable[[Host], Any], Any] = {}
+
+    def shared(self, compute: Callable[[Host], T]) -> T:
+        if compute not in self._shared:
+            self._shared[compute] = compute(self)
+        return self._shared[compute]
+
+    @property
+    def packages(self) -> tuple[DpkgPackage, ...] | None:
+        """dpkg's installed packages, parsed once (the apt hook runs after every dpkg run, and the status file is a
+        few MB on a desktop); None when there is no usable database — each check then says why it cannot tell."""
+        return self.shared(_dpkg_packages)
+
+
+def _dpkg_packages(host: Host) -> tuple[DpkgPackage, ...] | None:
+    try:
+        return read_status(host.options.root)
+    except DpkgDatabaseError:
+        return None
