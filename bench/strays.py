@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.debian.strays import find_strays  # noqa: E402
+from verify.api import find_strays  # noqa: E402
 
 ALWAYS = ("dpkg", "slurm-wlm-rsmi-plugin", "slurm-wlm-basic-plugins", "librocm-smi64-1", "librocsparse0",
           "libamdhip64-5", "libhsa-runtime64-1", "libhsakmt1", "libamd-comgr2", "rocminfo", "hipcc")

@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from verify.api import Report
+
 from .commands import die_with_parent
 from .demo_verdict import DemoVerdict, judge_demo
 from .errors import FleetError
@@ -75,15 +77,15 @@ def run_deploy(fleet: Fleet) -> int:
                 child.wait()
 
 
-def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, dict | None]:
+def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, Report | None]:
     """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None."""
-    found: dict[str, dict | None] = {}
+    found: dict[str, Report | None] = {}
     for host in hosts:
         try:
-            found[host] = json.loads((reports_dir / f"{host}.json").read_text(encoding="utf-8"))
+            found[host] = Report.from_json(json.loads((reports_dir / f"{host}.json").read_text(encoding="utf-8")))
         except FileNotFoundError:
             found[host] = None
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError) as error:  # ReportError is a ValueError
             log.warning("%s/%s.json is not a readable report (%s)", reports_dir, host, error)
             found[host] = None
     return found

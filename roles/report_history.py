@@ -17,11 +17,9 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping
 
 from roles.verification.reports import report_filename, save_report
-from verify.report.drift import Drift, compare_reports
-from verify.report.report import report_passed
+from verify.api import Drift, Report, ReportError, compare_reports
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 
@@ -32,29 +30,28 @@ def last_pass_path(reports_dir: Path, host_name: str) -> Path:
     return reports_dir / LAST_PASS_DIR / report_filename(host_name)
 
 
-def _read(path: Path) -> Mapping[str, Any] | None:
+def _read(path: Path) -> Report | None:
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        return Report.from_json(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError) as error:  # ReportError is a ValueError
         log.warning("%s is not a readable report (%s): no drift from it", path, error)
         return None
-    return report if isinstance(report, dict) and isinstance(report.get("checks"), list) else None
 
 
-def baseline(reports_dir: Path, host_name: str) -> tuple[Mapping[str, Any], str] | None:
+def baseline(reports_dir: Path, host_name: str) -> tuple[Report, str] | None:
     """(report, how to name it) the host's next report is compared with, or None for a host with no report yet."""
     last_pass = _read(last_pass_path(reports_dir, host_name))
     if last_pass is not None:
-        return last_pass, f"the last passing report ({last_pass.get('generated_at')})"
+        return last_pass, f"the last passing report ({last_pass.generated_at})"
     previous = _read(reports_dir / report_filename(host_name))
     if previous is not None:
-        return previous, f"the previous report ({previous.get('generated_at')})"
+        return previous, f"the previous report ({previous.generated_at})"
     return None
 
 
-def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Drift | None:
+def compare_and_keep(reports_dir: Path, host_name: str, report: Report) -> Drift | None:
     """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it passed.
     Call it before reports/<host>.json is replaced by `report`."""
     found = baseline(reports_dir, host_name)
@@ -62,10 +59,10 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any
     if found is not None:
         try:
             drift = compare_reports(found[0], report, baseline_label=found[1])
-        except (KeyError, TypeError, AttributeError) as error:  # a report of a much older verifier, or hand-edited
+        except (ReportError, KeyError, TypeError, AttributeError) as error:  # an older verifier's, or hand-edited
             log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
                         host_name, found[1], error)
-    if report_passed(report):
+    if report.passed:
         save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift
 

@@ -26,7 +26,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
-import verify
+from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
 REMOTE_DIR = "/var/lib/rocm-fleet"
@@ -48,7 +48,7 @@ def _package_files(package_dir: Path, arcname_root: str) -> list[tuple[str, Path
 
 def zipapp_bytes() -> bytes:
     """The verifier archive, built from this checkout's verify/ and the installed pyelftools."""
-    members = _package_files(Path(verify.__file__).parent, "verify")
+    members = _package_files(PACKAGE_DIR, "verify")
     members += _package_files(Path(elftools.__file__).parent, "elftools")
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES, CollidingPackage
 from roles.debian_packages import InstalledPackage
-from verify.debian.debversion import compare_versions
-from verify.debian.distro_rocm import is_amd_version
+from verify.api import compare_versions, is_amd_version
 
 
 @dataclass(frozen=True)

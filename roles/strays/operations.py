@@ -13,7 +13,7 @@ from roles.debian_facts import AptRemovalSimulation
 from roles.stage_control import fail_command, tell_command
 from roles.strays.facts import DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
-from verify.debian.strays import StraysReport
+from verify.api import StraysReport
 
 # state -> host names already reported in this run: the body runs at plan time and again at execution.
 _reported: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -67,8 +67,8 @@ def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> boo
     if outcome.failed:
         host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
         return False
-    verdict = outcome.report.get("verdict")
-    host.log_styled(f"verification {verdict}: {outcome.report.get('reason')} (report: {saved})",
+    verdict = outcome.report.verdict
+    host.log_styled(f"verification {verdict}: {outcome.report.reason} (report: {saved})",
                     fg="green" if verdict == "pass" else "yellow", log_func=logger.info)
     return True
 

@@ -12,11 +12,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+
+from verify.api import Report, ReportError
 
 EXIT_MARKER = "rocm-fleet-verify-exit="
-REPORT_KIND = "rocm-fleet.verify-report"
-SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 
 @dataclass(frozen=True)
@@ -24,12 +23,12 @@ class CheckRun:
     """One host's verifier run as the controller sees it."""
 
     exit_code: int | None  # None: the marker line never came (the shell or SSH died first)
-    report: Mapping[str, Any] | None
+    report: Report | None
     error: str | None  # one line when there is no usable report
 
     @property
     def failed(self) -> bool:
-        return self.report is None or self.report.get("verdict") == "fail"
+        return self.report is None or self.report.failed
 
 
 def parse_check_output(stdout: str, stderr: str = "") -> CheckRun:
@@ -51,18 +50,13 @@ def parse_check_output(stdout: str, stderr: str = "") -> CheckRun:
         return CheckRun(exit_code, None, f"the verifier printed no report ({status}): {why}")
     start = text.find("{")
     try:
-        report = json.loads(text[start:]) if start >= 0 else None
+        document = json.loads(text[start:]) if start >= 0 else None
     except ValueError as error:
         return CheckRun(exit_code, None, f"the verifier's output is not JSON ({error.msg} at line {error.lineno})")
-    if not isinstance(report, dict) or report.get("kind") != REPORT_KIND:
-        return CheckRun(exit_code, None, "the verifier's output is not a rocm-fleet report")
-    if report.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
-        return CheckRun(
-            exit_code, None,
-            f"report schema_version {report.get('schema_version')!r} is not one this controller reads "
-            f"({', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}) — update the checkout",
-        )
-    return CheckRun(exit_code, report, None)
+    try:
+        return CheckRun(exit_code, Report.from_json(document), None)
+    except ReportError as error:
+        return CheckRun(exit_code, None, f"the verifier's report is not usable: {error}")
 
 
 def report_filename(host_name: str) -> str:
@@ -70,12 +64,12 @@ def report_filename(host_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "_", host_name).strip("_") + ".json"
 
 
-def save_report(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Path:
+def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
     """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
     reports_dir.mkdir(parents=True, exist_ok=True)
     target = reports_dir / report_filename(host_name)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
     os.replace(partial, target)
     return target
 
@@ -85,4 +79,4 @@ def failure_line(host_name: str, run: CheckRun, saved: Path | None) -> str:
     if run.report is None:
         return f"{host_name}: verification did not run — {run.error}"
     where = f" (report: {saved})" if saved else ""
-    return f"{host_name}: verification failed — {run.report.get('reason')}{where}"
+    return f"{host_name}: verification failed — {run.report.reason}{where}"

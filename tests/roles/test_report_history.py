@@ -17,6 +17,7 @@ from roles.report_history import baseline, compare_and_keep, drift_lines, last_p
 from roles.verification.reports import save_report
 from roles.verification.summary import VERIFIED, HostOutcome, render_html, render_markdown
 from tests.support.drift_images import Workstation, verify_report
+from verify.report.report import Report
 
 RSMI = ("DRIFT worse since {baseline}: librocm_smi64.so.1 now resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 "
         "from librocm-smi64-1 5.2.3-2 (distro) instead of /opt/rocm-7.2.4/lib")
@@ -26,14 +27,14 @@ NEW_STRAY = ("DRIFT worse since {baseline}: new stray package: librocm-smi64-1 5
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, dict]:
+def reports(tmp_path_factory) -> dict[str, Report]:
     ws = Workstation.provisioned(tmp_path_factory.mktemp("history") / "ws")
     found = {"passing": verify_report(ws.root)}
     ws.distro_rocm_smi()
     found["rsmi"] = verify_report(ws.root)
     ws.restore_rocm_smi()
     found["passing_again"] = verify_report(ws.root)
-    assert [found[k]["verdict"] for k in ("passing", "rsmi", "passing_again")] == ["warn", "fail", "warn"]
+    assert [found[k].verdict for k in ("passing", "rsmi", "passing_again")] == ["warn", "fail", "warn"]
     return found
 
 
@@ -46,27 +47,27 @@ def arrive(reports_dir, report):
 
 def test_drift_is_stated_from_the_last_passing_report_until_the_host_passes_again(reports, tmp_path):
     assert arrive(tmp_path, reports["passing"]) is None  # a host's first report has nothing to compare with
-    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing"]
+    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing"].to_json()
 
-    label = f"the last passing report ({reports['passing']['generated_at']})"
+    label = f"the last passing report ({reports['passing'].generated_at})"
     drift = arrive(tmp_path, reports["rsmi"])
     assert drift.baseline == label and drift.got_worse
     lines = drift_lines(drift)
     assert lines[0] == RSMI.format(baseline=label) and NEW_STRAY.format(baseline=label) in lines and len(lines) == 8
     # Still failing on the next run: the drift is still stated against the last passing report, not the last one.
     assert drift_lines(arrive(tmp_path, reports["rsmi"])) == lines
-    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing"]
+    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing"].to_json()
 
     back = arrive(tmp_path, reports["passing_again"])
     assert back.changes == ()
-    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing_again"]
+    assert json.loads(last_pass_path(tmp_path, "ws1").read_text()) == reports["passing_again"].to_json()
 
 
 def test_a_host_that_never_passed_is_compared_with_its_previous_report(reports, tmp_path):
     arrive(tmp_path, reports["rsmi"])
     assert not last_pass_path(tmp_path, "ws1").exists()
     drift = arrive(tmp_path, reports["passing"])
-    assert drift.baseline == f"the previous report ({reports['rsmi']['generated_at']})"
+    assert drift.baseline == f"the previous report ({reports['rsmi'].generated_at})"
     assert drift_lines(drift)[0].startswith(f"DRIFT better since {drift.baseline}: librocm_smi64.so.1 now resolves to "
                                             "/opt/rocm-7.2.4/lib/librocm_smi64.so.1")
 
@@ -94,8 +95,9 @@ def test_the_fleet_summary_lists_the_drift_under_what_to_look_at(reports, tmp_pa
 
 def test_a_baseline_of_another_shape_is_logged_and_gives_no_drift(reports, tmp_path, caplog):
     last_pass_path(tmp_path, "ws1").parent.mkdir()
-    odd = dict(reports["passing"], checks=[{"id": "strays", "status": "pass", "evidence": {
-        "schema": "verify.strays/1", "strays": [{"architecture": "amd64"}]}}])
+    odd = dict(reports["passing"].to_json(), checks=[{"id": "strays", "title": "strays", "status": "pass",
+                                                      "reason": "r", "evidence": {"schema": "verify.strays/1",
+                                                                                  "strays": [{"architecture": "amd64"}]}}])
     last_pass_path(tmp_path, "ws1").write_text(json.dumps(odd))
     with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
         assert compare_and_keep(tmp_path, "ws1", reports["rsmi"]) is None

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from tests.support.standin_rocm import MULTIARCH, StandinImage
 from tests.support.verify_runs import run_check_root
+from verify.report.report import Report
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_DPKG = REPO / "tests" / "verify" / "debian" / "data" / "strays"
@@ -93,6 +93,7 @@ class Workstation(StandinImage):
         self.remove_dpkg("rocm-core")
 
 
-def verify_report(root: Path, venv: str = "/opt/rocm-fleet/venv") -> dict[str, Any]:
-    """The report of the real verifier on the image: `python -m verify check --root ROOT --json` (static checks)."""
-    return run_check_root(root, venv=venv)[0]
+def verify_report(root: Path, venv: str = "/opt/rocm-fleet/venv") -> Report:
+    """The report of the real verifier on the image: `python -m verify check --root ROOT --json` (static checks),
+    read back as every reader reads it."""
+    return Report.from_json(run_check_root(root, venv=venv)[0])

@@ -30,7 +30,7 @@ from verify.ld.elf import ElfError
 from verify.ld.fsview import FileSystemView
 from verify.ld.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH, ProcessImage, Request
 from verify.ld.process import Analyser
-from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.report.report import ELSEWHERE, FAIL, PASS, WARN, CheckResult
 from verify.stack.bnb_library import BnbChoice, select_bnb_library
 from verify.stack.rocm_libraries import family, is_rocm_library
 from verify.stack.torch_loads import torch_import_dlopens
@@ -59,7 +59,7 @@ class Places:
             return TORCH_LIB
         if canonical.startswith(self.rocm_dir + "/"):
             return f"ROCm {self.release}"
-        return "elsewhere"
+        return ELSEWHERE
 
 
 def _fix_for_missing(request: Request, release: str) -> str:
@@ -120,7 +120,7 @@ def judge_linkage(
             {"path": obj.path, "real_path": canonical, "requested_as": obj.requested_as, "via": obj.via,
              "origin": origin, "package": owner}
         )
-        if origin == "elsewhere":
+        if origin == ELSEWHERE:
             source = f" from {owner}" if owner else ""
             if "/opt/rocm" in canonical:
                 fix = f"point /opt/rocm at /opt/rocm-{release} or remove the other ROCm release"

@@ -19,7 +19,7 @@ from verify.checks import linkage, runtime
 from verify.checks.host import Host
 from verify.checks.linkage import Places
 from verify.ld.image import ProcessImage
-from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult
+from verify.report.report import ELSEWHERE, FAIL, PASS, SKIP, WARN, CheckResult
 from verify.stack.rocm_libraries import is_rocm_library
 
 TITLE = "mapped libraries match the static prediction"
@@ -76,7 +76,7 @@ def compare_maps(
             continue
         if _dev_inode(entry) in predicted_keys:
             continue
-        if places.origin(canonical) == "elsewhere":
+        if places.origin(canonical) == ELSEWHERE:
             unexpected.append(canonical)
         else:
             lazy_ok.append(canonical)

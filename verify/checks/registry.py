@@ -15,12 +15,21 @@ import platform
 import posixpath
 import socket
 import time
-from typing import Any
 
 from verify.checks import linkage, maps, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
 from verify.ld.fsview import FileSystemView
-from verify.report.report import CheckResult, build_report
+from verify.report.report import (
+    CheckResult,
+    Facts,
+    Gpu,
+    HostInfo,
+    Nf4Run,
+    Report,
+    Request,
+    StatusLine,
+    build_report,
+)
 from verify.stack.gpu_arch import arch_supported, base_arch
 from verify.stack.venv_layout import dist_version, torch_version_module
 
@@ -29,22 +38,22 @@ TOOL_VERSION = "0.1.0"
 CHECKS = (linkage, versions, strays, runtime, maps, nf4)
 
 
-def run_checks(options: CheckOptions) -> dict[str, Any]:
-    """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv."""
+def run_checks(options: CheckOptions) -> Report:
+    """Every check, into one report. Raises venv_layout.VenvError for a --venv that is not a venv."""
     host = Host(options)
     checks = [result for check in CHECKS for result in check.run(host)]
-    request = {
-        "venv": str(options.venv),
-        "expect_rocm": options.expect_rocm,
-        "expect_bitsandbytes": options.expect_bitsandbytes,
-        "device": options.device,
-        "gpu_required": options.gpu_required,
-        "static_only": options.static_only,
-        "root": str(options.root),
-        "torch_label": options.torch_label,
-    }
+    request = Request(
+        venv=str(options.venv),
+        expect_rocm=options.expect_rocm,
+        expect_bitsandbytes=options.expect_bitsandbytes,
+        device=options.device,
+        gpu_required=options.gpu_required,
+        static_only=options.static_only,
+        root=str(options.root),
+        torch_label=options.torch_label,
+    )
     return build_report(
-        host=host_facts(host.view),
+        host=host_info(host.view),
         request=request,
         facts=_facts(host, checks),
         checks=checks,
@@ -53,7 +62,7 @@ def run_checks(options: CheckOptions) -> dict[str, Any]:
     )
 
 
-def host_facts(view: FileSystemView) -> dict[str, Any]:
+def host_info(view: FileSystemView) -> HostInfo:
     pretty = None
     try:
         for line in view.local("/etc/os-release").read_text(encoding="utf-8").splitlines():
@@ -61,61 +70,43 @@ def host_facts(view: FileSystemView) -> dict[str, Any]:
                 pretty = line.split("=", 1)[1].strip().strip('"')
     except OSError:
         pass
-    return {
-        "hostname": socket.gethostname(),
-        "os": pretty,
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-    }
+    return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version())
 
 
-def _facts(host: Host, checks: list[CheckResult]) -> dict[str, Any]:
-    """What the fleet summary shows, one value per column (see report_schema.json)."""
+def _facts(host: Host, checks: list[CheckResult]) -> Facts:
+    """What the fleet summary shows, one value per column."""
     options, venv = host.options, host.venv
-    by_id = {c.id: c for c in checks}
     probe = runtime.probe(host)
     choice = linkage.inputs(host).choice
     data = (probe.data if probe else None) or {}
     torch_rt = data.get("torch") or {}
-    constants = torch_version_module(venv.site_packages)
     bnb_rt = data.get("bitsandbytes") or {}
     gpus = None
     if probe is not None:
-        gpus = [
-            {"index": d.get("index"), "name": d.get("name"), "arch": base_arch(d.get("arch")),
-             "supported": arch_supported(d.get("arch"))}
-            for d in torch_rt.get("devices") or []
-        ]
-    nf4_runs = []
-    for check in checks:
-        if check.id.startswith("nf4.") and check.evidence:
-            nf4_runs.append({
-                "device": check.evidence.get("device"),
-                "status": check.status,
-                "roundtrip_mean_abs_error": check.evidence.get("roundtrip_mean_abs_error"),
-                "gpu_pass": bool(check.evidence.get("gpu_pass")),
-            })
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch")))
+                     for d in torch_rt.get("devices") or [])
+    nf4_runs = tuple(
+        Nf4Run(check.evidence.get("device"), check.status, check.evidence.get("roundtrip_mean_abs_error"),
+               bool(check.evidence.get("gpu_pass")))
+        for check in checks if check.id.startswith("nf4.") and check.evidence
+    )
     if probe is None:
         mode = "none"
     elif options.device == "cpu" or not (torch_rt.get("devices")):
         mode = "cpu"
     else:
         mode = "gpu"
-    linkage_check = by_id.get("linkage.static")
-    return {
-        "rocm": versions.rocm_info_version(host.view),
-        "torch": dist_version(venv.site_packages, "torch"),
-        "torch_hip": constants.get("hip"),
-        "bitsandbytes": dist_version(venv.site_packages, "bitsandbytes"),
-        "bnb_library": posixpath.basename(bnb_rt.get("library_file") or "") or (choice.name if choice else None),
-        "gpus": gpus,
-        "device_mode": mode,
-        "linkage": (
-            {"status": linkage_check.status, "reason": linkage_check.reason,
-             "short": linkage_check.evidence.get("short")}
-            if linkage_check else None
-        ),
-        "strays": strays.facts(host),
-        "nf4": nf4_runs,
-    }
+    linkage_check = next((c for c in checks if c.id == "linkage.static"), None)
+    return Facts(
+        rocm=versions.rocm_info_version(host.view),
+        torch=dist_version(venv.site_packages, "torch"),
+        torch_hip=torch_version_module(venv.site_packages).get("hip"),
+        bitsandbytes=dist_version(venv.site_packages, "bitsandbytes"),
+        bnb_library=posixpath.basename(bnb_rt.get("library_file") or "") or (choice.name if choice else None),
+        gpus=gpus,
+        device_mode=mode,
+        linkage=(StatusLine(linkage_check.status, linkage_check.reason, linkage_check.evidence.get("short"))
+                 if linkage_check else None),
+        strays=strays.facts(host),
+        nf4=nf4_runs,
+    )

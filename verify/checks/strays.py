@@ -9,11 +9,10 @@ file the loader would map.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from verify.checks.host import Host
 from verify.debian.strays import StraysReport, find_strays
-from verify.report.report import PASS, WARN, CheckResult
+from verify.report.report import PASS, WARN, CheckResult, StraysFacts
 
 TITLE = "stray distro ROCm packages"
 
@@ -46,13 +45,13 @@ def owners(host: Host) -> dict[str, str]:
     return owned
 
 
-def facts(host: Host) -> dict[str, Any] | None:
+def facts(host: Host) -> StraysFacts | None:
     """What the fleet summary shows of the strays (None: the database could not be read)."""
     found = strays(host).report
     if found is None:
         return None
-    risky = [s.package for s in found.binding_risk]
-    return {"count": len(found.strays), "packages": [s.package for s in found.strays], "binding_risk": risky}
+    return StraysFacts(len(found.strays), tuple(s.package for s in found.strays),
+                       tuple(s.package for s in found.binding_risk))
 
 
 def run(host: Host) -> list[CheckResult]:

@@ -87,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         _start_time_limit(args.time_limit)
         lines = hook(args)
-    except _OneLine as stop:
-        lines = [f"{PREFIX} {stop}"]
     except BaseException as error:  # noqa: BLE001 — whatever happens here, apt must go on
-        lines = [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"]
+        stop = _stop_in(error)
+        lines = ([f"{PREFIX} {stop}"] if stop is not None
+                 else [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"])
     finally:
         _stop_time_limit()
     _emit(lines)
@@ -99,9 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
+    from verify.checks.registry import CheckOptions, run_checks
     from verify.report.drift import compare_reports
     from verify.report.hook_state import HookResult, HookState, StateError
-    from verify.checks.registry import CheckOptions, run_checks
+    from verify.report.report import ReportError
     from verify.stack.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
@@ -134,44 +135,54 @@ def hook(args: argparse.Namespace) -> list[str]:
         try:
             drift = compare_reports(previous.report, report,
                                     baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
-        except (KeyError, TypeError, AttributeError) as error:
+        except (ReportError, KeyError, TypeError, AttributeError) as error:
             # A result of another verifier version, or hand-edited: replace it, or every later run would fail here.
             lines.append(f"{PREFIX} {state.last_path} is not shaped like a result of this verifier ({_one_line(error)}): "
                          "this run's result replaces it")
     try:
-        state.record(HookResult(str(report.get("generated_at")), report, drift.to_json() if drift else None))
+        state.record(HookResult(report.generated_at, report, drift.to_json() if drift else None))
     except OSError as error:
         lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
                      "run compares with an older one")
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
 
 
-def describe(report: dict, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
-    """What apt's output gets for this result (pure)."""
-    verdict = str(report.get("verdict", "?")).upper()
+def describe(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
+    """What apt's output gets for this result, a report.Report (pure)."""
+    verdict = report.verdict.upper()
     if drift is None:
-        return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.get('reason')}"]
+        return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.reason}"]
     if drift.got_worse:
         return (
             [f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {venv} worse (check now {verdict}):"]
             + [f"{PREFIX}   {line}" for line in drift.lines()]
-            + [f"{PREFIX} now {verdict}: {report.get('reason')} — details in {details}; {RE_VERIFY}"]
+            + [f"{PREFIX} now {verdict}: {report.reason} — details in {details}; {RE_VERIFY}"]
         )
     if drift.changes:
         word = "cleared" if drift.better else "changed"
         return [f"{PREFIX} {word} by this dpkg run: {'; '.join(c.text for c in drift.ordered())} (check now {verdict})"]
-    return [f"{PREFIX} no change ({verdict}: {report.get('reason')})"] if verbose else []
+    return [f"{PREFIX} no change ({verdict}: {report.reason})"] if verbose else []
 
 
-def _question(report: dict) -> tuple:
-    request = report.get("request") or {}
-    return tuple(request.get(key) for key in _QUESTION)
+def _question(report) -> tuple:
+    return tuple(getattr(report.request, key) for key in _QUESTION)
 
 
-def _describe_question(report: dict) -> str:
+def _describe_question(report) -> str:
     venv, rocm, bnb, root = _question(report)
     where = "" if root in (None, "/") else f" under {root}"
     return f"{venv}{where} for ROCm {rocm}, bitsandbytes {bnb}"
+
+
+def _stop_in(error: BaseException) -> _OneLine | None:
+    """The _OneLine `error` is or was caused by: the time limit fires wherever the hook is, also inside code that
+    wraps what it raises (an exception in a class body's __set_name__, while a module is imported, comes back as a
+    RuntimeError caused by it)."""
+    for _ in range(10):
+        if error is None or isinstance(error, _OneLine):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _one_line(error: BaseException) -> str:

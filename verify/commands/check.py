@@ -73,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report, sys.stdout, indent=1, sort_keys=False)
+        json.dump(report.to_json(), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
     else:
-        print(f"{report['host']['hostname']}: {report['verdict'].upper()} — {report['reason']}")
-        for check in report["checks"]:
-            print(f"  {_MARK[check['status']]}  {check['id']}: {check['reason']}")
-    return 1 if report["verdict"] == "fail" else 0
+        print(f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}")
+        for check in report.checks:
+            print(f"  {_MARK[check.status]}  {check.id}: {check.reason}")
+    return 1 if report.failed else 0

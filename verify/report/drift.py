@@ -15,7 +15,8 @@ compares reports/<host>.json with the host's last passing report (on the control
 What it compares: where each ROCm library of the predicted process resolves (and what is not found), the stray distro
 ROCm packages, the status of every check both reports ran (a static-only report against a full one leaves the runtime
 checks out), and the installed versions. What it does not do: judge — whether something is wrong is the checks'
-business, drift says what moved. Pure: takes dicts, returns frozen dataclasses, reads nothing.
+business, drift says what moved. Pure: takes two Reports, returns frozen dataclasses, reads nothing. A report whose
+evidence is not shaped like this verifier's raises report.ReportError.
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from verify.debian.strays import Stray
+from verify.report.report import ELSEWHERE, SEVERITY, LinkageEvidence, Report
 from verify.stack.rocm_libraries import is_rocm_library
 
 WORSE, BETTER, CHANGED = "worse", "better", "changed"
 DIRECTIONS = (WORSE, BETTER, CHANGED)
 
 LINKAGE, STRAYS, CHECKS, VERSIONS = "linkage", "strays", "checks", "versions"
-_SEVERITY = {"skip": 0, "pass": 0, "warn": 1, "fail": 2}
-_ORIGIN_ELSEWHERE = "elsewhere"  # linkage_check.Places.origin() for a file outside torch/lib and /opt/rocm-X.Y.Z
-_STRAYS_SCHEMA = "verify.strays/1"
 _FACTS = (  # facts whose change is worth a line: (key, how a person names it)
     ("rocm", "system ROCm"),
     ("torch", "torch"),
@@ -107,17 +107,16 @@ class Drift:
                    tuple(Change.from_json(c) for c in data["changes"]))
 
 
-def compare_reports(baseline: Mapping[str, Any], current: Mapping[str, Any], *,
-                    baseline_label: str = "the previous report") -> Drift:
+def compare_reports(baseline: Report, current: Report, *, baseline_label: str = "the previous report") -> Drift:
     """Every difference from `baseline` to `current` (both `verify check` reports), as a Drift."""
     changes: list[Change] = []
-    linkage = _linkage_changes(_places(baseline), _places(current))
+    linkage = _linkage_changes(_places(baseline.linkage()), _places(current.linkage()))
     strays = _stray_changes(_strays(baseline), _strays(current))
     changes += linkage
     changes += strays
     changes += _check_changes(baseline, current, explained={LINKAGE: linkage, STRAYS: strays})
-    changes += _fact_changes(baseline.get("facts") or {}, current.get("facts") or {})
-    return Drift(baseline_label, str(baseline.get("verdict")), str(current.get("verdict")), tuple(changes))
+    changes += _fact_changes(baseline, current)
+    return Drift(baseline_label, baseline.verdict, current.verdict, tuple(changes))
 
 
 # --- linkage ---------------------------------------------------------------------------------------------------------
@@ -128,12 +127,12 @@ class _Place:
 
     path: str | None
     real: str | None = None
-    origin: str | None = None  # "torch/lib" | "ROCm X.Y.Z" | "elsewhere"
+    origin: str | None = None  # "torch/lib" | "ROCm X.Y.Z" | ELSEWHERE
     package: str | None = None  # "librocm-smi64-1 6.1.2-1 (distro)"
 
     @property
     def bad(self) -> bool:
-        return self.path is None or self.origin == _ORIGIN_ELSEWHERE
+        return self.path is None or self.origin == ELSEWHERE
 
     def where(self) -> str:
         return self.path + (f" from {self.package}" if self.package else "") if self.path else "not found"
@@ -146,27 +145,20 @@ class _Place:
         return (self.real or self.path, self.package) == (other.real or other.path, other.package)
 
 
-def _check(report: Mapping[str, Any], check_id: str) -> Mapping[str, Any] | None:
-    return next((c for c in report.get("checks") or () if c.get("id") == check_id), None)
-
-
-def _places(report: Mapping[str, Any]) -> dict[str, _Place] | None:
+def _places(linkage: LinkageEvidence | None) -> dict[str, _Place] | None:
     """name → where it resolves, for every ROCm library of the process and everything not found; None when the
     report has no process model (the check stopped before it, e.g. bitsandbytes not installed)."""
-    check = _check(report, "linkage.static")
-    evidence = (check or {}).get("evidence") or {}
-    if "rocm_objects" not in evidence:
+    if linkage is None:
         return None
     places: dict[str, _Place] = {}
-    for line in evidence.get("missing") or ():
+    for line in linkage.missing:
         # Request.describe(): the name comes first ("libhipblas.so.3 (needed by …) not found via …").
         places.setdefault(line.split(" ", 1)[0], _Place(None))
-    for obj in evidence["rocm_objects"]:
-        places.setdefault(obj["requested_as"],
-                          _Place(obj["path"], obj.get("real_path"), obj.get("origin"), obj.get("package")))
-    for needed in evidence.get("bnb_needed") or ():
-        if needed.get("path") and is_rocm_library(needed["name"]):
-            places.setdefault(needed["name"], _Place(needed["path"], needed["path"], needed.get("origin")))
+    for obj in linkage.rocm_objects:
+        places.setdefault(obj.requested_as, _Place(obj.path, obj.real_path, obj.origin, obj.package))
+    for needed in linkage.bnb_needed:
+        if needed.path and is_rocm_library(needed.name):
+            places.setdefault(needed.name, _Place(needed.path, needed.path, needed.origin))
     return places
 
 
@@ -229,77 +221,75 @@ def _linkage_changes(before: dict[str, _Place] | None, after: dict[str, _Place] 
 
 # --- strays ----------------------------------------------------------------------------------------------------------
 
-def _strays(report: Mapping[str, Any]) -> dict[str, Mapping[str, Any]] | None:
+def _strays(report: Report) -> dict[str, Stray] | None:
     """package name → its entry of the strays report; None when the report could not read dpkg's database."""
-    check = _check(report, "strays")
-    evidence = (check or {}).get("evidence") or {}
-    if evidence.get("schema") != _STRAYS_SCHEMA:
+    found_report = report.strays()
+    if found_report is None:
         return None
-    found: dict[str, Mapping[str, Any]] = {}
-    for stray in evidence.get("strays") or ():
-        key = stray["package"] if stray["package"] not in found else f"{stray['package']}:{stray['architecture']}"
-        found[key] = stray
+    found: dict[str, Stray] = {}
+    for stray in found_report.strays:
+        found[stray.package if stray.package not in found else f"{stray.package}:{stray.architecture}"] = stray
     return found
 
 
-def _why_there(stray: Mapping[str, Any]) -> str:
-    if stray.get("pulled_in_by"):
-        return f"pulled in by {', '.join(stray['pulled_in_by'])}"
-    if stray.get("needed_by"):
-        return f"needed by {', '.join(stray['needed_by'])}"
-    return "nothing depends on it" if stray.get("auto_installed") else "installed by hand"
+def _why_there(stray: Stray) -> str:
+    if stray.pulled_in_by:
+        return f"pulled in by {', '.join(stray.pulled_in_by)}"
+    if stray.needed_by:
+        return f"needed by {', '.join(stray.needed_by)}"
+    return "nothing depends on it" if stray.auto_installed else "installed by hand"
 
 
 def _ships(sonames) -> str:
     return f"ships {', '.join(sonames)}, which a ROCm 7.2 consumer could bind to" if sonames else ""
 
 
-def _stray_changes(before, after) -> list[Change]:
+def _stray_changes(before: dict[str, Stray] | None, after: dict[str, Stray] | None) -> list[Change]:
     if before is None or after is None:
         return []
     changes = []
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name), after.get(name)
         if old is None:
-            ships = _ships(new.get("rocm_7_2_sonames"))
-            changes.append(Change(WORSE, STRAYS, f"new stray package: {name} {new['version']} "
+            ships = _ships(new.rocm_7_2_sonames)
+            changes.append(Change(WORSE, STRAYS, f"new stray package: {name} {new.version} "
                                                  f"({_why_there(new)}{'; ' + ships if ships else ''})"))
         elif new is None:
-            changes.append(Change(BETTER, STRAYS, f"stray package gone: {name} {old['version']}"))
-        elif old["version"] != new["version"]:
-            risk = [s for s in new.get("rocm_7_2_sonames") or () if s not in (old.get("rocm_7_2_sonames") or ())]
-            text = f"stray package {name} is now {new['version']} (was {old['version']})"
+            changes.append(Change(BETTER, STRAYS, f"stray package gone: {name} {old.version}"))
+        elif old.version != new.version:
+            risk = [s for s in new.rocm_7_2_sonames if s not in old.rocm_7_2_sonames]
+            text = f"stray package {name} is now {new.version} (was {old.version})"
             changes.append(Change(WORSE if risk else CHANGED, STRAYS, text + (f"; it now {_ships(risk)}" if risk else "")))
     return changes
 
 
 # --- checks and versions ---------------------------------------------------------------------------------------------
 
-def _check_changes(before: Mapping[str, Any], after: Mapping[str, Any],
-                   explained: Mapping[str, list[Change]]) -> list[Change]:
+def _check_changes(before: Report, after: Report, explained: Mapping[str, list[Change]]) -> list[Change]:
     """A line per check whose status moved — unless the detailed lines of its topic already say it in that
     direction (a new stray is the reason the strays check went from pass to warn: one line is enough)."""
-    old_status = {c.get("id"): c for c in before.get("checks") or ()}
+    old_status = {c.id: c for c in before.checks}
     topic_of = {"linkage.static": LINKAGE, "strays": STRAYS}
     changes = []
-    for check in after.get("checks") or ():
-        old = old_status.get(check.get("id"))
-        if old is None or old.get("status") == check.get("status"):
+    for check in after.checks:
+        old = old_status.get(check.id)
+        if old is None or old.status == check.status:
             continue
-        was, now = old.get("status"), check.get("status")
-        rise = _SEVERITY.get(now, 2) - _SEVERITY.get(was, 2)
+        was, now = old.status, check.status
+        rise = SEVERITY[now] - SEVERITY[was]
         direction = WORSE if rise > 0 else BETTER if rise < 0 else CHANGED  # pass ↔ skip: changed
-        details = explained.get(topic_of.get(check.get("id"), ""), [])
+        details = explained.get(topic_of.get(check.id, ""), [])
         if any(d.direction == direction for d in details):
             continue
-        changes.append(Change(direction, CHECKS, f"{check['id']}: {was} → {now} — {check.get('reason', '')}"))
+        changes.append(Change(direction, CHECKS, f"{check.id}: {was} → {now} — {check.reason}"))
     return changes
 
 
-def _fact_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Change]:
+def _fact_changes(before: Report, after: Report) -> list[Change]:
     changes = []
     for key, label in _FACTS:
-        if key not in before or key not in after or before[key] == after[key]:
+        old, new = getattr(before.facts, key), getattr(after.facts, key)
+        if old == new:
             continue
-        changes.append(Change(CHANGED, VERSIONS, f"{label}: {before[key] or 'none'} → {after[key] or 'none'}"))
+        changes.append(Change(CHANGED, VERSIONS, f"{label}: {old or 'none'} → {new or 'none'}"))
     return changes

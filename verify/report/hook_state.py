@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from verify.report.report import report_passed
+from verify.report.report import Report, ReportError
 
 KIND = "rocm-fleet.apt-hook-result"
 VERSION = 1
@@ -34,15 +34,15 @@ class StateError(Exception):
 @dataclass(frozen=True)
 class HookResult:
     checked_at: str
-    report: Mapping[str, Any]
+    report: Report
     drift: Mapping[str, Any] | None = None
 
     @property
     def passed(self) -> bool:
-        return report_passed(self.report)
+        return self.report.passed
 
     def to_json(self) -> dict:
-        return {"kind": KIND, "version": VERSION, "checked_at": self.checked_at, "report": self.report,
+        return {"kind": KIND, "version": VERSION, "checked_at": self.checked_at, "report": self.report.to_json(),
                 "drift": self.drift}
 
     @classmethod
@@ -51,9 +51,10 @@ class HookResult:
             raise StateError(f"{where} is not an apt hook result")
         if data.get("version") != VERSION:
             raise StateError(f"{where} has format version {data.get('version')!r}, this verifier reads {VERSION}")
-        report = data.get("report")
-        if not isinstance(report, dict) or not isinstance(report.get("checks"), list):
-            raise StateError(f"{where} holds no report")
+        try:
+            report = Report.from_json(data.get("report"))
+        except ReportError as error:
+            raise StateError(f"{where} holds no report ({error})") from None
         drift = data.get("drift")
         return cls(str(data.get("checked_at")), report, drift if isinstance(drift, dict) else None)
 

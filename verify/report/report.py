@@ -1,8 +1,12 @@
-"""The verification report: one JSON document per host, versioned and checked against `report_schema.json`.
+"""The verification report: one JSON document per host, versioned and checked against `report_schema.json`, and the
+one type that both writes it (on the host) and reads it back (on the controller, in the apt hook).
 
 Each check is a `CheckResult` with a status, a one-line reason a person can act on, and the evidence it rests on.
 The report's verdict is the worst status; its reason is the reason of the first failing check in `PRIORITY` order
-(the linkage trap first, because that is what the rest usually follows from).
+(the linkage trap first, because that is what the rest usually follows from). `Report.to_json()` is the document;
+`Report.from_json(document)` is what every reader uses: it refuses, with one line (ReportError), whatever is not a
+report of a schema version this checkout reads, and gives typed access to the parts readers look at — the facts the
+fleet summary shows, each check, and the evidence of the linkage and strays checks (`linkage()`, `strays()`).
 
 This module only shapes data; it runs nothing and reads no files (except the schema, on request).
 """
@@ -10,16 +14,23 @@ This module only shapes data; it runs nothing and reads no files (except the sch
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable, Mapping
 
+from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
+from verify.debian.strays import StraysReport
+
 SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)  # what from_json reads
 KIND = "rocm-fleet.verify-report"
 SCHEMA_RESOURCE = "report_schema.json"
+TOOL_NAME = "rocm-fleet verify"
 
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 STATUSES = (PASS, WARN, FAIL, SKIP)
-_SEVERITY = {SKIP: 0, PASS: 0, WARN: 1, FAIL: 2}
+SEVERITY = {SKIP: 0, PASS: 0, WARN: 1, FAIL: 2}
+# Where a ROCm library of the process model comes from when it is neither torch/lib nor /opt/rocm-X.Y.Z.
+ELSEWHERE = "elsewhere"
 
 # Which failure explains a host best, when several fail: the loader trap, then what was installed, then runtime.
 PRIORITY = (
@@ -34,6 +45,10 @@ PRIORITY = (
     "runtime.maps",
     "nf4",
 )
+
+
+class ReportError(ValueError):
+    """A document that is not a report this checkout reads; the message is one line saying why."""
 
 
 @dataclass(frozen=True)
@@ -53,28 +68,252 @@ class CheckResult:
             # A reason is what the summary and pyinfra print on one line.
             object.__setattr__(self, "reason", " ".join(self.reason.split()))
 
-    def to_dict(self) -> dict[str, Any]:
+    @property
+    def line(self) -> str:
+        """"FAIL linkage.static: …" — how the summary and the demo name a check that did not pass."""
+        return f"{self.status.upper()} {self.id}: {self.reason}"
+
+
+# --- what the fleet summary shows (the report's "facts") -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str | None
+    arch: str | None
+    supported: bool
+
+
+@dataclass(frozen=True)
+class Nf4Run:
+    device: str
+    status: str
+    roundtrip_mean_abs_error: float | None
+    gpu_pass: bool = False
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    status: str
+    reason: str
+    short: str | None = None  # the same in a few words, for the summary
+
+
+@dataclass(frozen=True)
+class StraysFacts:
+    count: int
+    packages: tuple[str, ...]
+    binding_risk: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Facts:
+    rocm: str | None
+    torch: str | None
+    torch_hip: str | None
+    bitsandbytes: str | None
+    bnb_library: str | None
+    gpus: tuple[Gpu, ...] | None  # None: not probed
+    device_mode: str  # "gpu" | "cpu" | "none"
+    linkage: StatusLine | None
+    strays: StraysFacts | None  # None: not checked
+    nf4: tuple[Nf4Run, ...]
+
+    @classmethod
+    def from_json(cls, data: Any) -> Facts:
+        facts = _record(cls, data, "facts")
+        gpus = facts.gpus
+        return replace(
+            facts,
+            gpus=None if gpus is None else tuple(_record(Gpu, g, "facts.gpus[]") for g in _list(gpus, "facts.gpus")),
+            linkage=None if facts.linkage is None else _record(StatusLine, facts.linkage, "facts.linkage"),
+            strays=None if facts.strays is None else _strays_facts(facts.strays),
+            nf4=tuple(_record(Nf4Run, run, "facts.nf4[]") for run in _list(facts.nf4, "facts.nf4")),
+        )
+
+
+def _strays_facts(data: Any) -> StraysFacts:
+    found = _record(StraysFacts, data, "facts.strays")
+    return replace(found, packages=tuple(_list(found.packages, "facts.strays.packages")),
+                    binding_risk=tuple(_list(found.binding_risk, "facts.strays.binding_risk")))
+
+
+# --- the typed view of the linkage check's evidence ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResolvedObject:
+    """A ROCm library in the predicted process: where it was found and what it is."""
+
+    path: str
+    requested_as: str
+    real_path: str | None = None
+    via: str | None = None
+    origin: str | None = None  # "torch/lib" | "ROCm X.Y.Z" | ELSEWHERE
+    package: str | None = None  # "librocm-smi64-1 6.1.2-1 (distro)"
+
+
+@dataclass(frozen=True)
+class NeededLibrary:
+    """One NEEDED entry of bitsandbytes' library and what the loader did with it."""
+
+    name: str
+    outcome: str  # verify.ld.image's outcomes: "loaded", "already loaded", "not found", …
+    path: str | None = None
+    how: str | None = None
+    origin: str | None = None
+
+
+@dataclass(frozen=True)
+class LinkageEvidence:
+    rocm_objects: tuple[ResolvedObject, ...]
+    bnb_needed: tuple[NeededLibrary, ...]
+    missing: tuple[str, ...]  # one line each, the library's name first
+    findings: tuple[str, ...]
+
+
+# --- the report ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HostInfo:
+    hostname: str
+    os: str | None
+    kernel: str
+    machine: str
+    python: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the verifier was asked (`verify check`'s arguments)."""
+
+    venv: str
+    expect_rocm: str
+    expect_bitsandbytes: str
+    device: str
+    gpu_required: bool
+    static_only: bool
+    root: str
+    torch_label: str | None = None  # display only: what this torch stands for
+
+
+@dataclass(frozen=True)
+class Report:
+    generated_at: str
+    tool_version: str
+    host: HostInfo
+    request: Request
+    facts: Facts
+    verdict: str
+    reason: str
+    checks: tuple[CheckResult, ...]
+    # The document a report was read from: written back as it was read (a newer verifier's extra fields included).
+    document: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        """Verdict pass or warn: what the controller and the apt hook keep as a host's last passing report, the
+        baseline its drift is stated from."""
+        return self.verdict in (PASS, WARN)
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict == FAIL
+
+    def check(self, check_id: str) -> CheckResult | None:
+        return next((c for c in self.checks if c.id == check_id), None)
+
+    @property
+    def problems(self) -> tuple[CheckResult, ...]:
+        """The failing and warning checks, in report order."""
+        return tuple(c for c in self.checks if c.status in (FAIL, WARN))
+
+    def linkage(self) -> LinkageEvidence | None:
+        """The linkage check's process model; None when the report has none (the check stopped before it, e.g.
+        bitsandbytes not installed). Raises ReportError when the evidence is not shaped like this verifier's."""
+        check = self.check("linkage.static")
+        evidence = check.evidence if check else {}
+        if "rocm_objects" not in evidence:
+            return None
+        where = "linkage.static's evidence"
+        return LinkageEvidence(
+            rocm_objects=tuple(_record(ResolvedObject, o, where) for o in _list(evidence["rocm_objects"], where)),
+            bnb_needed=tuple(_record(NeededLibrary, n, where) for n in _list(evidence.get("bnb_needed") or [], where)),
+            missing=tuple(str(line) for line in _list(evidence.get("missing") or [], where)),
+            findings=tuple(str(line) for line in _list(evidence.get("findings") or [], where)),
+        )
+
+    def strays(self) -> StraysReport | None:
+        """The strays check's report; None when the check could not read dpkg's database. Raises ReportError when
+        the evidence is not shaped like this verifier's."""
+        check = self.check("strays")
+        evidence = check.evidence if check else {}
+        if evidence.get("schema") != STRAYS_SCHEMA:
+            return None
+        try:
+            return StraysReport.from_json(dict(evidence))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ReportError(f"the strays check's evidence is not a strays report ({error!r})") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-able dict (the shape `report_schema.json` describes)."""
+        if self.document is not None:
+            return dict(self.document)
         return {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status,
+            "kind": KIND,
+            "schema_version": SCHEMA_VERSION,
+            "generated_at": self.generated_at,
+            "tool": {"name": TOOL_NAME, "version": self.tool_version},
+            "host": _to_json(self.host),
+            "request": _to_json(self.request),
+            "facts": _to_json(self.facts),
+            "verdict": self.verdict,
             "reason": self.reason,
-            "evidence": _jsonable(self.evidence),
+            "checks": [_to_json(c) for c in self.checks],
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Report:
+        """The report in `data` (a parsed JSON document); ReportError with one line when it is not one."""
+        if not isinstance(data, Mapping) or data.get("kind") != KIND:
+            raise ReportError("not a rocm-fleet report")
+        if data.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
+            raise ReportError(
+                f"report schema_version {data.get('schema_version')!r} is not one this checkout reads "
+                f"({', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}) — update the checkout"
+            )
+        _require(data, ("generated_at", "tool", "host", "request", "facts", "verdict", "reason", "checks"), "report")
+        checks = tuple(_check(c) for c in _list(data["checks"], "checks"))
+        if not checks:
+            raise ReportError("the report has no checks")
+        if data["verdict"] not in STATUSES:
+            raise ReportError(f"verdict {data['verdict']!r} is not one of {', '.join(STATUSES)}")
+        tool = data["tool"] if isinstance(data["tool"], Mapping) else {}
+        return cls(
+            generated_at=str(data["generated_at"]),
+            tool_version=str(tool.get("version")),
+            host=_record(HostInfo, data["host"], "host"),
+            request=_record(Request, data["request"], "request"),
+            facts=Facts.from_json(data["facts"]),
+            verdict=data["verdict"],
+            reason=str(data["reason"]),
+            checks=checks,
+            document=data,
+        )
+
+
+def _check(data: Any) -> CheckResult:
+    found = _record(CheckResult, data, "checks[]")
+    if not isinstance(data.get("evidence"), Mapping):
+        raise ReportError(f"check {found.id}: evidence is not an object")
+    return found
 
 
 def verdict_of(checks: Iterable[CheckResult]) -> str:
     worst = PASS
     for check in checks:
-        if _SEVERITY[check.status] > _SEVERITY[worst]:
+        if SEVERITY[check.status] > SEVERITY[worst]:
             worst = check.status
     return worst
-
-
-def report_passed(report: Mapping[str, Any]) -> bool:
-    """A report whose verdict is pass or warn: what the controller and the apt hook keep as a host's last passing
-    report, the baseline its drift is stated from."""
-    return report.get("verdict") in (PASS, WARN)
 
 
 def _priority(check: CheckResult) -> int:
@@ -100,26 +339,16 @@ def headline(checks: Iterable[CheckResult]) -> str:
 
 def build_report(
     *,
-    host: Mapping[str, Any],
-    request: Mapping[str, Any],
-    facts: Mapping[str, Any],
+    host: HostInfo,
+    request: Request,
+    facts: Facts,
     checks: list[CheckResult],
     generated_at: str,
     tool_version: str,
-) -> dict[str, Any]:
-    """The report as a JSON-able dict (the shape `report_schema.json` describes)."""
-    return {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
-        "generated_at": generated_at,
-        "tool": {"name": "rocm-fleet verify", "version": tool_version},
-        "host": _jsonable(host),
-        "request": _jsonable(request),
-        "facts": _jsonable(facts),
-        "verdict": verdict_of(checks),
-        "reason": headline(checks),
-        "checks": [c.to_dict() for c in checks],
-    }
+) -> Report:
+    """The report of `checks`, with its verdict and one-line reason."""
+    return Report(generated_at, tool_version, host, request, facts, verdict_of(checks), headline(checks),
+                  tuple(checks))
 
 
 def load_schema() -> dict[str, Any]:
@@ -129,13 +358,43 @@ def load_schema() -> dict[str, Any]:
     return json.loads(resources.files(__package__).joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))
 
 
-def _jsonable(value: Any) -> Any:
-    """Plain JSON types only: tuples become lists, mappings dicts, other objects their str()."""
+# --- records from and to JSON ----------------------------------------------------------------------------------------
+
+def _require(data: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise ReportError(f"{where} has no {', '.join(repr(key) for key in missing)}")
+
+
+def _list(value: Any, where: str) -> list:
+    if not isinstance(value, list):
+        raise ReportError(f"{where} is not a list")
+    return value
+
+
+def _record(cls, data: Any, where: str):
+    """A dataclass record from a JSON object: every field without a default must be there; others may be missing.
+    Keys it does not know are left out (they stay in Report.document)."""
+    if not isinstance(data, Mapping):
+        raise ReportError(f"{where} is not an object")
+    known = fields(cls)
+    _require(data, (f.name for f in known if f.default is MISSING and f.default_factory is MISSING), where)
+    try:
+        return cls(**{f.name: data[f.name] for f in known if f.name in data})
+    except ValueError as error:  # CheckResult's own check of its status
+        raise ReportError(f"{where}: {error}") from None
+
+
+def _to_json(value: Any) -> Any:
+    """Plain JSON types only: records become objects (their fields in order), tuples lists, mappings dicts, other
+    objects their str()."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _to_json(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): _to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
-        return [_jsonable(v) for v in items]
+        return [_to_json(v) for v in items]
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     return str(value)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, report_filename, save_report
+from tests.support.reports import built_report
 from tests.support.verify_runs import cached_check, torch_cpu_venv
 
 
@@ -16,7 +17,7 @@ def test_a_real_report_with_the_exit_marker_is_read_back_whole():
     report, done = cached_check(torch_cpu_venv(), "--device", "cpu")
     run = parse_check_output(done.stdout + f"\n{EXIT_MARKER}{done.returncode}\n", done.stderr)
     assert run.exit_code == 1 and run.error is None
-    assert run.report == report and run.failed
+    assert run.report.to_json() == report and run.failed
     line = failure_line("ws1", run, Path("reports/ws1.json"))
     assert line.startswith("ws1: verification failed — linkage.static: libhipblas.so.3 (needed by")
     assert line.endswith("(report: reports/ws1.json)") and "\n" not in line
@@ -41,7 +42,8 @@ def test_output_that_is_not_a_report_this_controller_reads():
 def test_reports_are_written_whole_under_a_safe_name(tmp_path: Path):
     assert report_filename("@chroot/srv/ws1") == "@chroot_srv_ws1.json"
     assert report_filename("ws1.lab") == "ws1.lab.json"
-    saved = save_report(tmp_path / "reports", "@chroot/srv/ws1", {"verdict": "pass"})
+    report = built_report()
+    saved = save_report(tmp_path / "reports", "@chroot/srv/ws1", report)
     assert saved == tmp_path / "reports" / "@chroot_srv_ws1.json"
-    assert json.loads(saved.read_text()) == {"verdict": "pass"}
+    assert json.loads(saved.read_text()) == report.to_json()
     assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no partial file left behind

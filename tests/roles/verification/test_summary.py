@@ -6,6 +6,7 @@ mock-library fallback), and on stand-in workstation images (tests/support/standi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -20,8 +21,10 @@ from roles.verification.summary import (
     render_markdown,
     row_for,
 )
+from tests.support.reports import FACTS, built_report
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
+from verify.report.report import Report, StraysFacts
 
 LABEL = "torch 2.13.0 CPU, stand-in for the ROCm wheel"
 
@@ -40,11 +43,12 @@ def outcomes(tmp_path_factory) -> list[HostOutcome]:
     mixed.bitsandbytes()
     mixed.system_rocm()
     warned, _ = run_check_root(mixed.root)
+    read = Report.from_json  # as the verification stage reads each host's output
     return [
-        HostOutcome("ws1", VERIFIED, cpu, torch_label=LABEL),
-        HostOutcome("ws|2", VERIFIED, mocked),
-        HostOutcome("ws3", VERIFIED, passed),
-        HostOutcome("ws4", VERIFIED, warned),
+        HostOutcome("ws1", VERIFIED, read(cpu), torch_label=LABEL),
+        HostOutcome("ws|2", VERIFIED, read(mocked)),
+        HostOutcome("ws3", VERIFIED, read(passed)),
+        HostOutcome("ws4", VERIFIED, read(warned)),
         HostOutcome("ws5", UNREACHABLE, detail="could not connect"),
         HostOutcome("ws6", NOT_VERIFIED, detail="failed at 'Preflight | stop: unsupported OS'"),
     ]
@@ -122,6 +126,6 @@ def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
     packages = ["libamd-comgr2", "libamdhip64-5", "libhsakmt1", "librocsparse0", "libdrm-amdgpu1x",
                 "libhsa-runtime64-1", "librocm-smi64-1"]
     risky = ["libhsa-runtime64-1", "librocm-smi64-1"]
-    report = {"facts": {"strays": {"count": 7, "packages": packages, "binding_risk": risky}}, "checks": []}
+    report = replace(built_report(), facts=replace(FACTS, strays=StraysFacts(7, tuple(packages), tuple(risky))))
     cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
     assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell

@@ -180,8 +180,8 @@ def test_a_state_file_it_cannot_compare_with_is_named_and_replaced(copy, worksta
     del linkage["evidence"]["rocm_objects"][0]["requested_as"]
     (state / "last.json").write_text(json.dumps(kept))
     said = lines(hook(copy, workstation.root, state))
-    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (KeyError: "
-                       "'requested_as'): this run's result replaces it")
+    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (ReportError: "
+                       "linkage.static's evidence has no 'requested_as'): this run's result replaces it")
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
     assert lines(hook(copy, workstation.root, state)) == []  # compared with the replacement from now on
 

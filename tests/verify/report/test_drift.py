@@ -14,6 +14,7 @@ import pytest
 
 from tests.support.drift_images import Workstation, verify_report
 from verify.report.drift import BETTER, CHANGED, CHECKS, LINKAGE, STRAYS, VERSIONS, WORSE, Change, Drift, compare_reports
+from verify.report.report import Report
 
 BOOKWORM_STRAYS_WORSE = [
     "worse: new stray package: libamd-comgr2 5.2.3-2 (pulled in by librocsparse0)",
@@ -28,7 +29,7 @@ BOOKWORM_STRAYS_WORSE = [
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, dict]:
+def reports(tmp_path_factory) -> dict[str, Report]:
     """name → real report: provisioned, after the Debian 12 rsmi plugin, after an upgrade of its library, back to
     provisioned, with Debian 13's libucx0 chain, without system ROCm, without bitsandbytes."""
     top = tmp_path_factory.mktemp("drift")
@@ -54,9 +55,9 @@ def reports(tmp_path_factory) -> dict[str, dict]:
 
 
 def test_the_images_are_what_the_tests_say(reports):
-    assert reports["provisioned"]["verdict"] == "warn"  # two HIP runtimes in one process: passing, with a warning
-    assert reports["rsmi"]["verdict"] == "fail"
-    assert reports["rsmi"]["reason"].startswith("linkage.static: librocm_smi64.so.1 resolves to /usr/lib/")
+    assert reports["provisioned"].verdict == "warn"  # two HIP runtimes in one process: passing, with a warning
+    assert reports["rsmi"].verdict == "fail"
+    assert reports["rsmi"].reason.startswith("linkage.static: librocm_smi64.so.1 resolves to /usr/lib/")
 
 
 def test_a_distro_library_replacing_rocms_own_names_its_package_and_each_new_stray_what_pulled_it_in(reports):

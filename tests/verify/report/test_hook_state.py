@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from tests.support.reports import built_report
 from verify.report.hook_state import KIND, HookResult, HookState, StateError
 
 
-def report(verdict: str) -> dict:
-    return {"kind": "rocm-fleet.verify-report", "verdict": verdict, "checks": [{"id": "strays", "status": "pass"}]}
+def report(verdict: str):
+    return built_report(status=verdict)
 
 
 def test_a_passing_result_is_kept_as_last_and_as_last_passing(tmp_path):
@@ -35,7 +36,8 @@ def test_nothing_recorded_yet(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("{not json", "is not JSON"),
     (json.dumps({"kind": "something else"}), "is not an apt hook result"),
-    (json.dumps({"kind": KIND, "version": 99, "report": report("pass")}), "has format version 99, this verifier reads 1"),
+    (json.dumps({"kind": KIND, "version": 99, "report": report("pass").to_json()}),
+     "has format version 99, this verifier reads 1"),
     (json.dumps({"kind": KIND, "version": 1, "report": {"verdict": "pass"}}), "holds no report"),
 ])
 def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, content, message):

@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
+from dataclasses import replace
 
 import jsonschema
 import pytest
 
+from tests.support.reports import FACTS, built_report
 from tests.support.verify_runs import cached_check, torch_cpu_venv
-from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult, build_report, headline, load_schema, verdict_of
+from verify.report.report import (
+    FAIL,
+    PASS,
+    SKIP,
+    WARN,
+    CheckResult,
+    Gpu,
+    Nf4Run,
+    Report,
+    ReportError,
+    StatusLine,
+    StraysFacts,
+    headline,
+    load_schema,
+    verdict_of,
+)
 
 
 def _report(checks):
-    return build_report(
-        host={"hostname": "ws1", "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0", "machine": "x86_64",
-              "python": "3.11.2"},
-        request={"venv": "/opt/rocm-fleet/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1",
-                 "device": "auto", "gpu_required": True, "static_only": False, "root": "/"},
-        facts={"rocm": "7.2.4-93", "torch": "2.13.0+rocm7.2", "torch_hip": "7.2.53211", "bitsandbytes": "0.50.1",
-               "bnb_library": "libbitsandbytes_rocm72.so", "gpus": [], "device_mode": "gpu", "linkage": None,
-               "strays": None, "nf4": []},
-        checks=checks,
-        generated_at="2026-11-29T18:00:00Z",
-        tool_version="0.1.0",
-    )
+    return built_report(checks).to_json()
 
 
 def test_verdict_is_the_worst_status_and_skip_does_not_count():
@@ -68,6 +76,40 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
             jsonschema.validate(broken, schema)
 
 
+def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
+    full = replace(FACTS, gpus=(Gpu(0, "AMD Radeon RX 7900 XT", "gfx1100", True),),
+                   linkage=StatusLine(FAIL, "libhipblas.so.3 not found", "libhipblas.so.3 not found"),
+                   strays=StraysFacts(1, ("librocm-smi64-1",), ("librocm-smi64-1",)),
+                   nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),))
+    built = replace(built_report([CheckResult("linkage.static", "static linkage", FAIL, "not found",
+                                              {"missing": ["libhipblas.so.3 (needed by …) not found"]})]),
+                    facts=full)
+    document = json.loads(json.dumps(built.to_json()))
+    jsonschema.validate(document, load_schema())
+    read = Report.from_json(document)
+    assert read == built and read.to_json() == document
+    assert read.facts.gpus[0].arch == "gfx1100" and read.facts.strays.binding_risk == ("librocm-smi64-1",)
+    assert read.failed and not read.passed and read.check("linkage.static").line == "FAIL linkage.static: not found"
+
+
+@pytest.mark.parametrize("mutate, why", [
+    (lambda r: r.update(kind="other"), "not a rocm-fleet report"),
+    (lambda r: r.update(schema_version=2), "schema_version 2 is not one this checkout reads (1)"),
+    (lambda r: r["checks"][0].update(status="ok"), "status 'ok' is not one of"),
+    (lambda r: r.update(checks=[]), "the report has no checks"),
+    (lambda r: r.pop("facts"), "report has no 'facts'"),
+    (lambda r: r["facts"].update(gpus="none"), "facts.gpus is not a list"),
+    (lambda r: r["checks"][0].pop("evidence"), "check linkage.static: evidence is not an object"),
+])
+def test_what_the_schema_refuses_the_readers_refuse_with_one_line(mutate, why):
+    broken = _report([CheckResult("linkage.static", "static linkage", PASS, "ok")])
+    mutate(broken)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, load_schema())
+    with pytest.raises(ReportError, match=re.escape(why)):
+        Report.from_json(broken)
+
+
 @pytest.mark.slow
 def test_real_reports_match_the_schema():
     for standin in (None, "torch_reports_hip"):
@@ -75,3 +117,4 @@ def test_real_reports_match_the_schema():
             else cached_check(torch_cpu_venv(), standin=standin)
         assert report is not None, done.stderr
         jsonschema.validate(report, load_schema())
+        assert Report.from_json(report).to_json() == report

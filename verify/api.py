@@ -1,0 +1,27 @@
+"""What code outside verify/ may use of it: the one module roles/, localfleet/ and bench/ import from the verifier.
+
+Everything else in verify/ is free to move; these names are the contract (tests/test_imports.py holds every import
+outside verify/ to this module). The verifier itself never imports this module: it runs from its own packages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verify.debian.debversion import compare_versions
+from verify.debian.distro_rocm import is_amd_version
+from verify.debian.strays import Stray, StraysReport, find_strays
+from verify.ld.elf import ElfError
+from verify.ld.lddview import ldd_lines, parse_ldd_output
+from verify.ld.process import Analyser
+from verify.report.drift import Drift, compare_reports
+from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+
+# The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+__all__ = [
+    "FAIL", "PASS", "WARN", "PACKAGE_DIR",
+    "Analyser", "CheckResult", "Drift", "ElfError", "Report", "ReportError", "Stray", "StraysReport",
+    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "ldd_lines", "parse_ldd_output",
+]
