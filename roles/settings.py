@@ -16,7 +16,6 @@ import functools
 import os
 import re
 import sys
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.run_memory import memory_of
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _BUILD = re.compile(r"\d{5,6}")
@@ -379,9 +379,6 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
-_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def require_valid_inventory(state=None) -> None:
     """Refuse the whole run when any host of it has unusable data. Call at the top of every deploy and task file.
 
@@ -393,16 +390,15 @@ def require_valid_inventory(state=None) -> None:
         from pyinfra.context import ctx_state
 
         state = ctx_state.get()
-    verdict = _checked.get(state)
-    if verdict is None:
+    memory = memory_of(state)
+    if memory.inventory_refusal is None:
         problems: list[Problem] = []
         for host in state.inventory:
             if state.is_host_in_limit(host):
                 problems.extend(check_host(host)[1])
-        verdict = _summary(tuple(problems)) if problems else ""
-        _checked[state] = verdict
-    if verdict:
-        raise InventoryDataError(verdict)
+        memory.inventory_refusal = _summary(tuple(problems)) if problems else ""
+    if memory.inventory_refusal:
+        raise InventoryDataError(memory.inventory_refusal)
 
 
 def markdown_table() -> str:

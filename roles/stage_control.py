@@ -12,14 +12,11 @@ plan then shows e.g. "ROCm | skipped: rocm_install is 'skip'".
 
 from __future__ import annotations
 
-import weakref
-
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, operation
 from pyinfra.context import ctx_state
 
-# state -> names of the hosts a stage has stopped in this run (keyed by state: one pytest process runs many states).
-_stopped: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+from roles.run_memory import memory_of
 
 
 def _fail_host(state, host, reason: str) -> bool:
@@ -55,7 +52,7 @@ def stop(title: str, reason: str):
     shows the operation as "<Stage> | stop: <title>" for all of them.
     """
     # Recorded now, not in the operation body: with `-y` pyinfra does not run bodies while planning.
-    _stopped.setdefault(ctx_state.get(), set()).add(host.name)
+    memory_of(ctx_state.get()).stopped_hosts.add(host.name)
     return _stop_here(reason, name=f"stop: {title}")
 
 
@@ -73,6 +70,6 @@ def note(message: str, name: str | None = None):
 
 def host_is_stopped() -> bool:
     """Whether an earlier stage of this run has already planned to stop the current host."""
-    return host.name in _stopped.get(ctx_state.get(), set())
+    return host.name in memory_of(ctx_state.get()).stopped_hosts
 
 
