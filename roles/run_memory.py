@@ -16,7 +16,7 @@ class RunMemory:
     # roles.settings.require_valid_inventory: the run's inventory verdict, checked once for every host of the run —
     # "" when the data is usable, else the one line that refuses the run; None while not checked yet.
     inventory_refusal: str | None = None
-    # roles.stage_control.stop: hosts a stage has planned to stop; the later stages of the run plan nothing for them.
+    # roles.stage.stop: hosts a stage has planned to stop; the later stages of the run plan nothing for them.
     stopped_hosts: set[str] = field(default_factory=set)
     # roles.verifier.upload_verifier: hosts whose verifier upload is planned. pyinfra 3 caches no facts, so each
     # further upload would cost four round trips (directory, file, its parent directory, sha1) on every host, only to

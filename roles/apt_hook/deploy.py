@@ -9,7 +9,7 @@ from pyinfra.api import deploy
 
 from roles.apt_hook.operations import apt_hook
 from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.stage import host_is_stopped, note
 from roles.verifier import build_zipapp, upload_verifier
 
 

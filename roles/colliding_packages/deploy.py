@@ -7,7 +7,7 @@ from pyinfra.api import deploy
 
 from roles.colliding_packages.operations import installed_collisions, remove_colliding_packages
 from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.stage import host_is_stopped, note, stop
 
 
 @deploy("Colliding packages")

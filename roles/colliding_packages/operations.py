@@ -12,7 +12,7 @@ from roles.apt_commands import apt_get
 from roles.colliding_packages.data import COLLIDING_PACKAGES
 from roles.colliding_packages.model import find_collisions
 from roles.debian_facts import AptRemovalSimulation, PackageVersions
-from roles.stage_control import tell_command
+from roles.stage import tell_command
 
 WATCHED = tuple(entry.name for entry in COLLIDING_PACKAGES)
 

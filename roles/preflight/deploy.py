@@ -9,7 +9,7 @@ from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices, OsRel
 from roles.preflight.model import PreflightInput, check, disk_needs
 from roles.rocm.facts import InstalledRocm
 from roles.settings import settings_for
-from roles.stage_control import note, stop
+from roles.stage import note, stop
 
 
 @deploy("Preflight")

@@ -14,7 +14,7 @@ from roles.rocm import operations
 from roles.rocm.facts import InstalledRocm
 from roles.rocm.model import installer_file_name, installer_package_version, installer_url, plan_rocm
 from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.stage import host_is_stopped, note, stop
 
 
 @deploy("ROCm")

@@ -6,7 +6,7 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.stage import host_is_stopped, note
 from roles.strays.operations import stray_packages
 from roles.verifier import upload_verifier
 

@@ -10,7 +10,7 @@ from pyinfra.api import operation
 from roles.apt_commands import apt_get
 from roles.debian_facts import AptRemovalSimulation
 from roles.run_memory import memory_of
-from roles.stage_control import fail_command, tell_command
+from roles.stage import fail_command, tell_command
 from roles.strays.facts import DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
 from verify.strays import StraysReport

@@ -9,7 +9,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.stage import host_is_stopped, note, stop
 from roles.venv.facts import HostPython3
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import prepare_wheelhouse

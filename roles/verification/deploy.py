@@ -17,7 +17,7 @@ from pyinfra.operations import python, server
 
 from roles.report_history import compare_and_keep, drift_lines
 from roles.settings import HostSettings, settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.stage import host_is_stopped, note
 from roles.verification.fleet import fleet_summary
 from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
 from roles.verifier import upload_verifier, verifier_command
