@@ -1,22 +1,52 @@
-"""Stopping one host with one line, and saying why a stage does nothing — shared by every stage.
+"""A stage as a pyinfra deploy, and what a stage does to one host: stop it with one line, or say why it does nothing.
+
+`@stage("ROCm")` over `def rocm(settings)` makes the deploy that a task file calls as `rocm()`: pyinfra names its
+operations "ROCm | …", the function gets the host's validated settings (roles/settings.py), and on a host that an
+earlier stage of this run has stopped it plans nothing but the note "skipped: an earlier stage stopped this host" (a
+task file run alone has no earlier stage).
 
 A stage that finds a host unfit (unsupported OS, colliding packages it may not remove, another ROCm release) calls
-`stop(reason)`: an operation that, when it executes, prints the reason on that host and fails it. pyinfra then runs
-nothing more on that host while the other hosts go on, and the run exits 1. Raising an exception instead would abort
-the whole fleet.
-
-`host_is_stopped()` tells later stages of the same run that this host was already stopped, so they plan nothing for
-it (a task file run alone checks for itself). `note(message)` is an operation that changes nothing and says so: the
-plan then shows e.g. "ROCm | skipped: rocm_install is 'skip'".
+`stop(title, reason)`: an operation that, when it executes, prints the reason on that host and fails it. pyinfra then
+runs nothing more on that host while the other hosts go on, and the run exits 1. Raising an exception instead would
+abort the whole fleet. `note(message)` is an operation that changes nothing and says so: the plan then shows e.g.
+"ROCm | skipped: rocm_install is 'skip'".
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from pyinfra import host, logger
-from pyinfra.api import FunctionCommand, operation
+from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.context import ctx_state
 
 from roles.run_memory import memory_of
+from roles.settings import HostSettings, settings_for
+
+SKIPPED = "skipped: an earlier stage stopped this host"
+
+
+def stage(title: str, every_host: Callable[[HostSettings], None] | None = None):
+    """Decorate `function(settings)` as the stage `title` (see the module docstring). `every_host(settings)`, when
+    given, runs first on every host, also on one that is skipped (the verification stage lists those in its summary).
+    """
+
+    def decorator(function: Callable[[HostSettings], None]) -> Callable[[], None]:
+        @deploy(title)
+        @functools.wraps(function)
+        def entry() -> None:
+            settings = settings_for(host)
+            if every_host is not None:
+                every_host(settings)
+            if host.name in memory_of(ctx_state.get()).stopped_hosts:
+                note(SKIPPED)
+                return
+            function(settings)
+
+        return entry
+
+    return decorator
 
 
 def _fail_host(state, host, reason: str) -> bool:
@@ -66,10 +96,3 @@ def note(message: str, name: str | None = None):
     """An operation that changes nothing and says why: `message` shows with -v; the plan shows `name` (default: the
     message itself, so keep it the same for every host)."""
     return _note_here(message, name=name or message)
-
-
-def host_is_stopped() -> bool:
-    """Whether an earlier stage of this run has already planned to stop the current host."""
-    return host.name in memory_of(ctx_state.get()).stopped_hosts
-
-
