@@ -14,10 +14,10 @@ from pathlib import Path
 from pyinfra import host, logger, state
 from pyinfra.operations import python, server
 
-from roles.report_history import compare_and_keep, drift_lines
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.fleet import fleet_summary
+from roles.verification.report_history import compare_and_keep, drift_lines
 from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
 from roles.verifier import upload_verifier, verifier_command
 
