@@ -6,7 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from roles.os_support import OsRelease, parse_os_release
+from roles.debian.os_support import OsRelease, parse_os_release
 from roles.preflight.model import FreeSpace, GpuInventory, parse_existing_users, parse_free_space, parse_gpu_inventory
 
 

@@ -7,7 +7,7 @@ from pyinfra import host
 from pyinfra.operations import files
 
 from roles import pins
-from roles.os_support import support_for
+from roles.debian.os_support import support_for
 from roles.preflight.facts import OsReleaseFile
 from roles.rocm import operations
 from roles.rocm.facts import InstalledRocm

@@ -9,8 +9,8 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get, with_dpkg_lock_timeout
-from roles.debian_facts import PackageVersions
+from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
+from roles.debian.facts import PackageVersions
 from roles.rocm.facts import GroupAccounts, InstalledRocm, RocmAptLists
 from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
 from roles.stage import fail_command, tell_command

@@ -7,8 +7,8 @@ import shlex
 from pyinfra import host, logger
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get
-from roles.debian_facts import AptRemovalSimulation
+from roles.debian.apt_commands import apt_get
+from roles.debian.facts import AptRemovalSimulation
 from roles.run_memory import memory_of
 from roles.stage import fail_command, tell_command
 from roles.strays.facts import DistroRocmStrays

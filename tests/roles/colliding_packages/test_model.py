@@ -9,7 +9,7 @@ import pytest
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES
 from roles.colliding_packages.model import find_collisions
-from roles.debian_packages import InstalledPackage, parse_dpkg_query
+from roles.debian.packages import InstalledPackage, parse_dpkg_query
 from verify.distro_rocm import is_amd_version
 
 AMD = {entry.name: entry.amd_component_version for entry in COLLIDING_PACKAGES}

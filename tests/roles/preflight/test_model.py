@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.os_support import parse_os_release
+from roles.debian.os_support import parse_os_release
 from roles.preflight.model import (
     FreeSpace,
     PreflightInput,

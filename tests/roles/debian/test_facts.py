@@ -1,4 +1,4 @@
-"""roles/debian_facts.py: recorded real outputs in, parsed fact out (tests/roles/debian_facts/<Fact>/<case>.json), and
+"""roles/debian/facts.py: recorded real outputs in, parsed fact out (tests/roles/debian/facts/<Fact>/<case>.json), and
 the commands run for real on this machine (Debian 12) against dpkg itself."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from roles import debian_facts
+from roles.debian import facts as debian_facts
 from tests.support.operation_cases import case_ids, grouped_cases, jsonable, process_fact
 
-CASES = grouped_cases(Path(__file__).parent / "debian_facts")
+CASES = grouped_cases(Path(__file__).parent / "facts")
 
 
 @pytest.mark.parametrize(("fact", "name", "case"), CASES, ids=case_ids(CASES))

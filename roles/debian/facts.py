@@ -6,7 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from roles.debian_packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
+from roles.debian.packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
 
 
 class PackageVersions(FactBase):

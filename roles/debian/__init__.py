@@ -1,0 +1,1 @@
+"""What every stage may ask of a Debian or Ubuntu host, in one place."""
