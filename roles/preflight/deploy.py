@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pyinfra import host
 
-from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices, OsReleaseFile
+from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
 from roles.preflight.model import PreflightInput, check, disk_needs
-from roles.rocm.facts import InstalledRocm
 from roles.settings import HostSettings
 from roles.stage import note, stage, stop
 

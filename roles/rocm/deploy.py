@@ -7,10 +7,9 @@ from pyinfra import host
 from pyinfra.operations import files
 
 from roles import pins
+from roles.debian.facts import InstalledRocm, OsReleaseFile
 from roles.debian.os_support import support_for
-from roles.preflight.facts import OsReleaseFile
 from roles.rocm import operations
-from roles.rocm.facts import InstalledRocm
 from roles.rocm.model import installer_file_name, installer_package_version, installer_url, plan_rocm
 from roles.settings import HostSettings
 from roles.stage import note, stage, stop

@@ -10,8 +10,8 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
-from roles.debian.facts import PackageVersions
-from roles.rocm.facts import GroupAccounts, InstalledRocm, RocmAptLists
+from roles.debian.facts import InstalledRocm, PackageVersions
+from roles.rocm.facts import GroupAccounts, RocmAptLists
 from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
 from roles.stage import fail_command, tell_command
 

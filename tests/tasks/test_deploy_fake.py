@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from roles.debian import facts as debian_facts
 from roles.preflight import facts as preflight_facts
-from roles.rocm import facts as rocm_facts
 from tests.support import fake_workstations
 
 pytestmark = pytest.mark.slow  # three pyinfra runs over five fake hosts (~10 s)
@@ -180,8 +180,8 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
             "Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a "
             "supported OS") in lines
     # -vv echoes every command sent to a host: on this one, only preflight's read-only fact commands.
-    read_only = {preflight_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
-                 rocm_facts.InstalledRocm().command(),
+    read_only = {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
+                 debian_facts.InstalledRocm().command(),
                  preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
                  preflight_facts.ExistingUsers().command(["maria", "root"])}
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
