@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 
 from roles.verifier import REMOTE_DIR, REMOTE_VERIFIER
+from verify.commands.apt_hook import PREFIX as HOOK_PREFIX  # every line the hook prints starts so
 
 CONF_PATH = "/etc/apt/apt.conf.d/80rocm-fleet-verify"
 # Written next to apt.conf.d, not in it: apt reads every file there (and warns about odd names) while one is written.
@@ -30,7 +31,6 @@ ENTRY = f"{VERIFIER_COPY}/verify/commands/apt_hook.py"
 STAMP = f"{VERIFIER_COPY}/.source-sha256"
 STATE_FILE = f"{HOOK_DIR}/last.json"
 
-HOOK_PREFIX = "rocm-fleet apt hook:"  # = verify.commands.apt_hook.PREFIX: every line the hook prints starts so
 # The hook line sits in a double-quoted apt string and echoes paths inside single quotes: keep both intact.
 _SAFE = re.compile(r"[A-Za-z0-9_./+@:,=-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
