@@ -1,4 +1,4 @@
-"""Issue 6 for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
+"""The apt hook for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
 
 the venv stage installs the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
 bitsandbytes 0.50.1, tasks/apt_hook.py installs the hook, then a real `apt-get install slurm-wlm-rsmi-plugin` from

@@ -28,7 +28,7 @@ def _installation(case: str):
 
 
 def test_installer_url_for_a_patch_release_and_for_an_x_y_0_release():
-    # The documented URLs (rocm-stack.md; AMD's install docs for 7.2.0 drop the .0 in folder and file name).
+    # AMD's documented URLs (ROCm/rocm-install-on-linux; its docs for 7.2.0 drop the .0 in folder and file name).
     assert installer_url("https://repo.radeon.com", "7.2.4", "70204", "noble") == (
         "https://repo.radeon.com/amdgpu-install/7.2.4/ubuntu/noble/amdgpu-install_7.2.4.70204-1_all.deb")
     assert installer_url("https://repo.radeon.com/", "7.2.0", "70200", "jammy") == (
