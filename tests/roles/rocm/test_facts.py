@@ -30,14 +30,7 @@ def test_rocm_apt_lists_absent():
 def test_group_accounts_match_grp_and_pwd():
     asked_groups = ["video", "render", "root"]
     found = run_fact_here(facts.GroupAccounts, users=["root", "nobody", "no-such-user-h3a"], groups=asked_groups)
-    existing = set()
-    for name in asked_groups:
-        try:
-            grp.getgrnam(name)
-            existing.add(name)
-        except KeyError:
-            pass
-    assert found.groups == existing
+    assert found.groups == {entry.gr_name for entry in grp.getgrall()} & set(asked_groups)
     for user in ("root", "nobody"):
         entry = pwd.getpwnam(user)
         expected = {grp.getgrgid(gid).gr_name for gid in os.getgrouplist(user, entry.pw_gid)}
