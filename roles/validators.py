@@ -47,18 +47,19 @@ def _string(value: Any, example: str) -> str:
     return value
 
 
-def release(value: Any) -> str:
-    text = _string(value, "7.2.4")
-    if not _RELEASE.fullmatch(text):
-        raise Invalid(f"got {text!r}, expected a release as MAJOR.MINOR.PATCH such as '7.2.4'")
+def _matching(pattern: re.Pattern, value: Any, example: str, expected: str) -> str:
+    text = _string(value, example)
+    if not pattern.fullmatch(text):
+        raise Invalid(f"got {text!r}, expected {expected}")
     return text
+
+
+def release(value: Any) -> str:
+    return _matching(_RELEASE, value, "7.2.4", "a release as MAJOR.MINOR.PATCH such as '7.2.4'")
 
 
 def build_number(value: Any) -> str:
-    text = _string(value, "70204")
-    if not _BUILD.fullmatch(text):
-        raise Invalid(f"got {text!r}, expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'")
-    return text
+    return _matching(_BUILD, value, "70204", "AMD's build number (major*10000 + minor*100 + patch) such as '70204'")
 
 
 def url(value: Any) -> str:
@@ -91,10 +92,7 @@ def count(value: Any) -> int:
 
 
 def user_name(value: Any) -> str:
-    text = _string(value, "alice")
-    if not _USER_NAME.fullmatch(text):
-        raise Invalid(f"got {text!r}, expected a user name such as 'alice' (lower case, digits, '_' or '-')")
-    return text
+    return _matching(_USER_NAME, value, "alice", "a user name such as 'alice' (lower case, digits, '_' or '-')")
 
 
 def user_names(value: Any) -> tuple[str, ...]:
