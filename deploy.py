@@ -1,6 +1,6 @@
 """The whole deploy: every stage in order, each the same task file that runs alone (pyinfra INVENTORY tasks/X.py).
 
-    pyinfra inventory/<fleet>.py deploy.py
+    pyinfra inventory deploy.py          (the fleet that the top-level `inventory` names; or inventories/<fleet>.py)
 
 A host that a stage stops (one line says why) runs nothing after it; the other hosts go on.
 """

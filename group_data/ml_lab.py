@@ -1,4 +1,4 @@
-"""Data for the ml_lab group of inventory/example.py."""
+"""Data for the ml_lab group of inventories/example.py (the top-level `inventory`)."""
 
 # The lab keeps its venvs off the root filesystem's default place, on the larger /opt volume.
 venv_path = "/opt/ml-lab/venv"
