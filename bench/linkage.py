@@ -12,7 +12,7 @@ bitsandbytes 0.50.1, built once by tests/support/venvs.py, 5.5 GB), measures
   (c) `libtree FILE` for each file,
 and prints wall and CPU times (best and median of --rounds), the ratios against (a) and (d), in how many rounds the
 analyser beat libtree, and the analyser's peak memory (the peak resident size of its process, VmHWM, which includes
-the interpreter itself). Targets (issue 2): (a) at least 5x faster than (b), no slower than (c), peak < 100 MB.
+the interpreter itself). Targets: (a) at least 5x faster than (b), no slower than (c), peak < 100 MB.
 
 The rounds are interleaved, so machine load hits every contender alike; caches are warm after the first round for
 all of them. The analyser's process runs as the verifier's own entry points run a command (verify/oneshot.py:

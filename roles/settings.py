@@ -1,4 +1,5 @@
-"""The inventory data contract: every key a deploy reads, its type, default (from roles/pins.py), meaning and validator.
+"""The inventory data contract: every key a deploy reads, its type, default (from roles/pins.py), meaning and validator
+(roles/validators.py).
 
 `settings_for(host)` returns a frozen `HostSettings`; `require_valid_inventory()` checks every host of the run the
 first time a deploy or task file is loaded and refuses the whole run — before any operation exists, let alone runs —
@@ -13,174 +14,37 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import os
-import re
 import sys
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
-
-_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_BUILD = re.compile(r"\d{5,6}")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-# useradd's default NAME_REGEX on Debian/Ubuntu (a trailing $ is for machine accounts).
-_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}\$?")
-
+from roles.run_memory import memory_of
+from roles.validators import (
+    Invalid,
+    absolute_path,
+    boolean,
+    build_number,
+    controller_path,
+    count,
+    one_of,
+    optional_absolute_path,
+    optional_sha256,
+    optional_text,
+    pip_requirement,
+    python_version,
+    release,
+    url,
+    user_name,
+    user_names,
+)
 
 class InventoryDataError(PyinfraError):
     """Inventory data that a deploy cannot use. A PyinfraError, so the pyinfra CLI prints it as one line and exits 1."""
-
-
-class _Invalid(ValueError):
-    """Raised by a validator: the message says what is wrong with the value and how to write it."""
-
-
-# --- validators: each takes the raw value and returns the normalised one, or raises _Invalid ------------------------
-
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"the boolean {value}"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    return f"a {type(value).__name__} ({value!r})"
-
-
-def _string(value: Any, example: str) -> str:
-    if not isinstance(value, str):
-        hint = ""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            # pyinfra's --data turns 7.2 into a float and 70204 into an int.
-            hint = f" (on the command line, quote it twice: --data {{key}}='\"{example}\"')"
-        raise _Invalid(f"got {_describe(value)}, expected a string such as {example!r}{hint}")
-    return value
-
-
-def release(value: Any) -> str:
-    text = _string(value, "7.2.4")
-    if not _RELEASE.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected a release as MAJOR.MINOR.PATCH such as '7.2.4'")
-    return text
-
-
-def build_number(value: Any) -> str:
-    text = _string(value, "70204")
-    if not _BUILD.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'")
-    return text
-
-
-def url(value: Any) -> str:
-    text = _string(value, "https://repo.radeon.com")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in text):
-        raise _Invalid(f"got {text!r}, expected an http(s) URL such as 'https://repo.radeon.com'")
-    return text.rstrip("/")
-
-
-def optional_sha256(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = _string(value, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08").strip().lower()
-    if not _SHA256.fullmatch(text):
-        raise _Invalid(f"got {value!r}, expected a sha256 of 64 hex digits (sha256sum FILE), or None")
-    return text
-
-
-def boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"got {_describe(value)}, expected True or False")
-    return value
-
-
-def count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Invalid(f"got {_describe(value)}, expected a whole number >= 0")
-    return value
-
-
-def user_name(value: Any) -> str:
-    text = _string(value, "alice")
-    if not _USER_NAME.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected a user name such as 'alice' (lower case, digits, '_' or '-')")
-    return text
-
-
-def user_names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise _Invalid(f"got the string {value!r}, expected a list of user names such as [{value!r}]")
-    if not isinstance(value, (list, tuple)):
-        raise _Invalid(f"got {_describe(value)}, expected a list of user names such as ['alice']")
-    return tuple(user_name(item) for item in value)
-
-
-def absolute_path(value: Any) -> str:
-    text = _string(value, "/opt/rocm-fleet/venv")
-    if not text.startswith("/"):
-        raise _Invalid(f"got the relative path {text!r}, expected an absolute path such as '/opt/rocm-fleet/venv'")
-    normal = os.path.normpath(text)
-    if normal != text.rstrip("/") or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected a plain absolute path without '..', '//' or '.' parts")
-    return normal
-
-
-def optional_absolute_path(value: Any) -> str | None:
-    return None if value is None else absolute_path(value)
-
-
-def pip_requirement(value: Any) -> str:
-    text = _string(value, pins.TORCH_SPEC)
-    try:
-        Requirement(text)
-    except InvalidRequirement as error:
-        reason = str(error).splitlines()[0]
-        raise _Invalid(f"got {text!r}, not a pip requirement ({reason}); write one such as {pins.TORCH_SPEC!r}") from None
-    return text
-
-
-def python_version(value: Any) -> str:
-    text = _string(value, pins.BITSANDBYTES_VERSION)
-    try:
-        Version(text)
-    except InvalidVersion:
-        raise _Invalid(f"got {text!r}, expected a version such as {pins.BITSANDBYTES_VERSION!r}") from None
-    return text
-
-
-def optional_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = _string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected one line of text, or None")
-    return text
-
-
-def controller_path(value: Any) -> str:
-    text = _string(value, "reports")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected a directory on the controller such as 'reports'")
-    return text
-
-
-def one_of(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise _Invalid(f"got {_describe(value)}, expected one of: {', '.join(repr(c) for c in choices)}")
-        return value
-
-    check.choices = choices  # type: ignore[attr-defined]
-    return check
 
 
 # --- the schema ------------------------------------------------------------------------------------------------------
@@ -306,7 +170,7 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
         raw = data.get(key.name, key.default)
         try:
             values[key.name] = key.validate(raw)
-        except _Invalid as error:
+        except Invalid as error:
             problems.append(Problem(host, key.name, source_of(key.name), str(error).replace("{key}", key.name)))
     if "rocm_release" in values and "rocm_build" in values:
         wanted = expected_build(values["rocm_release"])
@@ -379,9 +243,6 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
-_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def require_valid_inventory(state=None) -> None:
     """Refuse the whole run when any host of it has unusable data. Call at the top of every deploy and task file.
 
@@ -393,16 +254,15 @@ def require_valid_inventory(state=None) -> None:
         from pyinfra.context import ctx_state
 
         state = ctx_state.get()
-    verdict = _checked.get(state)
-    if verdict is None:
+    memory = memory_of(state)
+    if memory.inventory_refusal is None:
         problems: list[Problem] = []
         for host in state.inventory:
             if state.is_host_in_limit(host):
                 problems.extend(check_host(host)[1])
-        verdict = _summary(tuple(problems)) if problems else ""
-        _checked[state] = verdict
-    if verdict:
-        raise InventoryDataError(verdict)
+        memory.inventory_refusal = _summary(tuple(problems)) if problems else ""
+    if memory.inventory_refusal:
+        raise InventoryDataError(memory.inventory_refusal)
 
 
 def markdown_table() -> str:

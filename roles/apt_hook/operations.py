@@ -16,7 +16,7 @@ from roles.apt_hook.model import (
     remove_command,
     write_config_command,
 )
-from roles.stage_control import fail_command
+from roles.stage import fail_command
 
 
 def _same_text(installed: str | None, wanted: str) -> bool:

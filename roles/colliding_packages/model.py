@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES, CollidingPackage
-from roles.debian_packages import InstalledPackage
+from roles.debian.packages import InstalledPackage
 from verify.api import compare_versions, is_amd_version
 
 

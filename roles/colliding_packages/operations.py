@@ -8,11 +8,11 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get
+from roles.debian.apt_commands import apt_get
 from roles.colliding_packages.data import COLLIDING_PACKAGES
 from roles.colliding_packages.model import find_collisions
-from roles.debian_facts import AptRemovalSimulation, PackageVersions
-from roles.stage_control import tell_command
+from roles.debian.facts import AptRemovalSimulation, PackageVersions
+from roles.stage import tell_command
 
 WATCHED = tuple(entry.name for entry in COLLIDING_PACKAGES)
 

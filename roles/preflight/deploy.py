@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
 
-from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices, OsReleaseFile
+from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
 from roles.preflight.model import PreflightInput, check, disk_needs
-from roles.rocm.facts import InstalledRocm
-from roles.settings import settings_for
-from roles.stage_control import note, stop
+from roles.settings import HostSettings
+from roles.stage import note, stage, stop
 
 
-@deploy("Preflight")
-def preflight():
-    settings = settings_for(host)
+@stage("Preflight")
+def preflight(settings: HostSettings) -> None:
     rocm_pending = settings.rocm_install == "install" and not host.get_fact(InstalledRocm).is_complete(
         settings.rocm_release, settings.rocm_build)
     needs = disk_needs(settings.min_free_disk_gb, rocm_pending, settings.venv_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roles import pins
-from roles.os_support import OsRelease, support_for
+from roles.debian.os_support import OsRelease, support_for
 
 AMD_PCI_VENDOR = "0x1002"
 # PCI base classes of AMD GPUs: 0x03 display controller (Radeon: 0x0300 VGA; Instinct MI100-MI250: 0x0380) and 0x12

@@ -4,24 +4,19 @@ groups (also when ROCm is managed elsewhere: the users still need /dev/kfd and /
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from roles import pins
-from roles.os_support import support_for
-from roles.preflight.facts import OsReleaseFile
+from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.debian.os_support import support_for
 from roles.rocm import operations
-from roles.rocm.facts import InstalledRocm
 from roles.rocm.model import installer_file_name, installer_package_version, installer_url, plan_rocm
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.settings import HostSettings
+from roles.stage import note, stage, stop
 
 
-@deploy("ROCm")
-def rocm():
-    if host_is_stopped():
-        return
-    settings = settings_for(host)
+@stage("ROCm")
+def rocm(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': ROCm is managed elsewhere on this host", name="skipped: rocm_install is 'skip'")
         return
@@ -64,9 +59,6 @@ def rocm():
     operations.opt_rocm_points_at(name=f"/opt/rocm -> /opt/rocm-{release}", release=release)
 
 
-@deploy("GPU access")
-def gpu_access():
-    if host_is_stopped():
-        return
-    settings = settings_for(host)
+@stage("GPU access")
+def gpu_access(settings: HostSettings) -> None:
     operations.gpu_groups(name="workstation_users in render and video", users=list(settings.workstation_users))

@@ -6,36 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from roles.rocm.model import (
-    AMDGPU_LIST,
-    ROCM_LIST,
-    Accounts,
-    RocmInstallation,
-    parse_accounts,
-    parse_installation,
-    parse_list_files,
-)
-
-
-class InstalledRocm(FactBase):
-    """Every ROCm tree under /opt with its .info/version, where /opt/rocm points, and dpkg's rocm-core/rocm packages
-    (single-version names and the multi-version ones such as rocm-core7.2.4)."""
-
-    def command(self) -> str:
-        return (
-            "for d in /opt/rocm-*; do [ -d \"$d\" ] || continue; "
-            "echo \"tree $d $(head -n 1 \"$d/.info/version\" 2>/dev/null)\"; done; "
-            "echo \"opt-rocm $(readlink -e /opt/rocm 2>/dev/null)\"; "
-            "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
-            "'rocm-core*' rocm 'rocm[0-9]*' 2>/dev/null || true"
-        )
-
-    def process(self, output) -> RocmInstallation:
-        return parse_installation(output)
-
-    @staticmethod
-    def default() -> RocmInstallation:
-        return RocmInstallation(trees=(), opt_rocm="", packages=())
+from roles.rocm.model import AMDGPU_LIST, ROCM_LIST, Accounts, parse_accounts, parse_list_files
 
 
 class RocmAptLists(FactBase):

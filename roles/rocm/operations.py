@@ -9,11 +9,11 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get, with_dpkg_lock_timeout
-from roles.debian_facts import PackageVersions
-from roles.rocm.facts import GroupAccounts, InstalledRocm, RocmAptLists
+from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
+from roles.debian.facts import InstalledRocm, PackageVersions
+from roles.rocm.facts import GroupAccounts, RocmAptLists
 from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
-from roles.stage_control import fail_command, tell_command
+from roles.stage import fail_command, tell_command
 
 INSTALLER_PACKAGE = "amdgpu-install"
 

@@ -12,13 +12,12 @@ import shlex
 from pathlib import Path
 
 from pyinfra import host, logger, state
-from pyinfra.api import deploy
 from pyinfra.operations import python, server
 
-from roles.report_history import compare_and_keep, drift_lines
-from roles.settings import HostSettings, settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.settings import HostSettings
+from roles.stage import stage
 from roles.verification.fleet import fleet_summary
+from roles.verification.report_history import compare_and_keep, drift_lines
 from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
 from roles.verifier import upload_verifier, verifier_command
 
@@ -73,14 +72,14 @@ def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> boo
     return True
 
 
-@deploy("Verify")
-def verify_workstation() -> None:
-    settings = settings_for(host)
-    summary = fleet_summary(state, reports_dir_for(settings))
-    summary.note_label(host.name, settings.torch_label)
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
+def join_fleet_summary(settings: HostSettings) -> None:
+    """Register the run's fleet summary (the first host does) and this host's torch label — also on a host an earlier
+    stage stopped, whose row then says where it failed."""
+    fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
+
+
+@stage("Verify", every_host=join_fleet_summary)
+def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
     run = server.shell(

@@ -11,7 +11,7 @@ handler (`BaseStateCallback`), registered by the verification deploy the first t
 - `operation_host_error` remembers where a host failed, for hosts that never reached verification.
 Hosts in the run that never connected are marked unreachable. Nothing is written for `--dry` (nothing executed).
 A small wrapper script around `pyinfra` would also work, but would not run for the plain
-`pyinfra INVENTORY tasks/verify.py` that issue 6 asks for.
+`pyinfra INVENTORY tasks/verify.py` that re-verifies a fleet after apt upgrades.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ class HostOutcome:
     report: Report | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/report_history.py)
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/verification/report_history.py)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
 from tests.support.fleet_checks import rooted_processes
 from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_row
@@ -64,7 +64,7 @@ def test_a_lock_held_past_the_timeout_fails_that_host_with_one_line_and_the_othe
 def _waiting_apt(host, deadline: float, seconds: float = 3) -> int | None:
     """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it has run for `seconds` — while
     the lock is held it can only be waiting for it (apt takes the dpkg locks before doing anything else). Not apt's
-    "Waiting for cache lock" lines: apt may not print them (see roles/apt_commands.py)."""
+    "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py)."""
     first_seen: dict[int, float] = {}
     while time.monotonic() < deadline:
         for process in rooted_processes(host.root):

@@ -48,6 +48,8 @@ def test_valid_data_is_normalised():
     ({"rocm_release": "7.2"}, "rocm_release", "got '7.2', expected a release as MAJOR.MINOR.PATCH such as '7.2.4'"),
     ({"rocm_build": 70204}, "rocm_build", "got the number 70204, expected a string such as '70204' (on the command "
                                           "line, quote it twice: --data rocm_build='\"70204\"')"),
+    ({"rocm_build": "7024"}, "rocm_build",
+     "got '7024', expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'"),
     ({"rocm_release": "7.2.3"}, "rocm_build",
      "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
     ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",

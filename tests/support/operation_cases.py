@@ -28,7 +28,7 @@ from typing import Any
 from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
-from roles.apt_commands import with_dpkg_lock_timeout
+from roles.debian.apt_commands import with_dpkg_lock_timeout
 from tests.support.pyinfra_ops import FakeHost
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
@@ -60,8 +60,8 @@ def render(command) -> str:
 
 
 def _unwrap_lock_guard(text: str) -> str:
-    """Show a command wrapped by roles.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND" — only when
-    the wrapper is exactly that function's output (tests/roles/test_apt_commands.py proves the wrapper itself)."""
+    """Show a command wrapped by roles.debian.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND" — only when
+    the wrapper is exactly that function's output (tests/roles/debian/test_apt_commands.py proves the wrapper itself)."""
     found = _LOCK_GUARD.match(text)
     if found and with_dpkg_lock_timeout(found.group(2), int(found.group(1))) == text:
         return f"[dpkg lock wait {found.group(1)} s] {found.group(2)}"

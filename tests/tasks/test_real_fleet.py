@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.os_support import parse_os_release
+from roles.debian.os_support import parse_os_release
 from roles.preflight.model import (
     FreeSpace,
     PreflightInput,
@@ -19,12 +19,13 @@ from roles.preflight.model import (
     parse_gpu_inventory,
 )
 
-FACTS = Path(__file__).parent / "facts"
+FACTS = (Path(__file__).parent / "facts", Path(__file__).parents[1] / "debian" / "facts")  # OsReleaseFile: shared
 GB = 10**9
 
 
 def _output(fact: str, case: str) -> list[str]:
-    return json.loads((FACTS / fact / f"{case}.json").read_text())["output"]
+    folder = next(facts / fact for facts in FACTS if (facts / fact).is_dir())
+    return json.loads((folder / f"{case}.json").read_text())["output"]
 
 
 def _host(**changes) -> PreflightInput:

@@ -1,4 +1,4 @@
-"""roles/apt_commands.py: the wrapper that gives apt (and amdgpu-install's apt) a bounded wait for the dpkg lock,
+"""roles/debian/apt_commands.py: the wrapper that gives apt (and amdgpu-install's apt) a bounded wait for the dpkg lock,
 run for real with sh, and with this machine's real apt-get against real fcntl locks held in private state directories
 (so this machine's own apt state is never touched). The lock held inside a fleet host during a real deploy is in
 tests/tasks/test_real_fleet.py and tests/e2e/test_dpkg_lock.py."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import apt_get, lock_expired_message, with_dpkg_lock_timeout
+from roles.debian.apt_commands import apt_get, lock_expired_message, with_dpkg_lock_timeout
 
 
 def _sh(command: str) -> subprocess.CompletedProcess:

@@ -1,5 +1,5 @@
-"""roles/report_history.py: the controller keeps each host's last passing report beside reports/<host>.json and
-states the drift of every new report from it — in the run's output and in the fleet summary.
+"""roles/verification/report_history.py: the controller keeps each host's last passing report beside
+reports/<host>.json and states the drift of every new report from it — in the run's output and in the fleet summary.
 
 The reports are the real verifier's on stand-in workstation images (tests/support/drift_images.py: gcc-built
 STAND-INS for the torch ROCm wheel and ROCm 7.2.4; real Debian 12 dpkg data for the distro packages), saved the way
@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from roles.report_history import baseline, compare_and_keep, drift_lines, last_pass_path
+from roles.verification.report_history import baseline, compare_and_keep, drift_lines, last_pass_path
 from roles.verification.reports import save_report
 from roles.verification.summary import VERIFIED, HostOutcome, render_html, render_markdown
 from tests.support.drift_images import Workstation, verify_report

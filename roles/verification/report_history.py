@@ -1,4 +1,4 @@
-"""The controller's memory of each host's reports, and the drift of every new report from it (issue 6).
+"""The controller's memory of each host's reports, and the drift of every new report from it.
 
     reports/<host>.json              the latest report (roles/verification/reports.py writes it)
     reports/last-pass/<host>.json    the host's last report that did not fail (kept here)

@@ -1,0 +1,75 @@
+"""The facts every stage may read from a Debian or Ubuntu host: which OS it is, which ROCm it has, the installed
+versions of named packages, and what apt would remove with them. Each a command and a call to a pure parser in this
+package (os_support.py, installed_rocm.py, packages.py)."""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra.api import FactBase
+
+from roles.debian.installed_rocm import RocmInstallation, parse_installation
+from roles.debian.os_support import OsRelease, parse_os_release
+from roles.debian.packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
+
+
+class OsReleaseFile(FactBase):
+    """/etc/os-release (or /usr/lib/os-release), parsed."""
+
+    def command(self) -> str:
+        return "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null || true"
+
+    def process(self, output) -> OsRelease:
+        return parse_os_release(output)
+
+    @staticmethod
+    def default() -> OsRelease:
+        return OsRelease(id="", version_id="", codename="", pretty_name="")
+
+
+class InstalledRocm(FactBase):
+    """Every ROCm tree under /opt with its .info/version, where /opt/rocm points, and dpkg's rocm-core/rocm packages
+    (single-version names and the multi-version ones such as rocm-core7.2.4)."""
+
+    def command(self) -> str:
+        return (
+            "for d in /opt/rocm-*; do [ -d \"$d\" ] || continue; "
+            "echo \"tree $d $(head -n 1 \"$d/.info/version\" 2>/dev/null)\"; done; "
+            "echo \"opt-rocm $(readlink -e /opt/rocm 2>/dev/null)\"; "
+            "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
+            "'rocm-core*' rocm 'rocm[0-9]*' 2>/dev/null || true"
+        )
+
+    def process(self, output) -> RocmInstallation:
+        return parse_installation(output)
+
+    @staticmethod
+    def default() -> RocmInstallation:
+        return RocmInstallation(trees=(), opt_rocm="", packages=())
+
+
+class PackageVersions(FactBase):
+    """The named packages whose files are on disk: name -> InstalledPackage. Unknown names are simply absent."""
+
+    default = dict
+
+    def command(self, packages) -> str:
+        names = " ".join(shlex.quote(p) for p in packages)
+        # dpkg-query exits 1 when a name is unknown to dpkg: that is "absent", not an error.
+        return f"dpkg-query -W -f='${{Package}}\\t${{Version}}\\t${{db:Status-Abbrev}}\\n' {names} 2>/dev/null || true"
+
+    def process(self, output) -> dict[str, InstalledPackage]:
+        return parse_dpkg_query(output)
+
+
+class AptRemovalSimulation(FactBase):
+    """(name, version) of every package `apt-get remove` of the named packages would remove (simulated: -s)."""
+
+    default = tuple
+
+    def command(self, packages) -> str:
+        names = " ".join(shlex.quote(p) for p in packages)
+        return f"LC_ALL=C apt-get -s remove {names} 2>/dev/null || true"
+
+    def process(self, output) -> tuple[tuple[str, str], ...]:
+        return parse_apt_removal(output)
