@@ -12,7 +12,7 @@ import sys
 from verify.oneshot import one_command_process
 
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
-COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
+COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

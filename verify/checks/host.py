@@ -33,6 +33,7 @@ class CheckOptions:
     root: Path = Path("/")
     timeout: float = 900.0
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
+    expect_amd_repo: bool = False  # ROCm comes from AMD's apt repositories here: check the pin and the lists
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 

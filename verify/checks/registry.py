@@ -2,7 +2,9 @@
 
 `CHECKS` is the list, in the order of the report; each module's `run(host)` returns its CheckResults:
 1. `linkage` — static linkage of python → torch → bitsandbytes' library, before anything is imported;
-2. `versions` — installed versions; `strays` — stray distro ROCm packages;
+2. `versions` — installed versions; `strays` — stray distro ROCm packages; `environment` — what a login's
+   environment (LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION) and the venv's amdsmi change; `apt` — AMD's pin and
+   lists (with --expect-amd-repo); `kernel` — the amdgpu driver now and after the next boot;
 3. `runtime` — the probe in the venv (torch, GPUs, bitsandbytes' library), `maps` — what the probe really mapped
    against the static prediction; 4. `nf4` — the NF4 smoke on each device.
 The static checks read files only; the runtime ones share one run of the venv's python (none with --static-only).
@@ -16,14 +18,18 @@ import posixpath
 import socket
 import time
 
-from verify.checks import linkage, maps, nf4, runtime, strays, versions
+from verify.checks import apt, environment, kernel, linkage, maps, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
 from verify.ld.fsview import FileSystemView
+from verify.report.boot_state import DEFAULT_DIR as BOOT_STATE_DIR
+from verify.report.boot_state import BootState
+from verify.report.hook_state import StateError
 from verify.report.report import (
     CheckResult,
     Facts,
     Gpu,
     HostInfo,
+    KernelFacts,
     Nf4Run,
     Report,
     Request,
@@ -35,7 +41,7 @@ from verify.stack.venv_layout import dist_version, torch_version_module
 
 TOOL_VERSION = "0.1.0"
 
-CHECKS = (linkage, versions, strays, runtime, maps, nf4)
+CHECKS = (linkage, versions, strays, environment, apt, kernel, runtime, maps, nf4)
 
 
 def run_checks(options: CheckOptions) -> Report:
@@ -51,6 +57,7 @@ def run_checks(options: CheckOptions) -> Report:
         static_only=options.static_only,
         root=str(options.root),
         torch_label=options.torch_label,
+        expect_amd_repo=options.expect_amd_repo,
     )
     return build_report(
         host=host_info(host.view),
@@ -83,7 +90,8 @@ def _facts(host: Host, checks: list[CheckResult]) -> Facts:
     bnb_rt = data.get("bitsandbytes") or {}
     gpus = None
     if probe is not None:
-        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch")))
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch")),
+                         d.get("integrated"), bool(d.get("work", True)))
                      for d in torch_rt.get("devices") or [])
     nf4_runs = tuple(
         Nf4Run(check.evidence.get("device"), check.status, check.evidence.get("roundtrip_mean_abs_error"),
@@ -109,4 +117,39 @@ def _facts(host: Host, checks: list[CheckResult]) -> Facts:
                  if linkage_check else None),
         strays=strays.facts(host),
         nf4=nf4_runs,
+        kernel=_kernel_facts(host),
+        apt_pin=_status_line(checks, "apt.pin"),
+        environment=_status_line(checks, "environment.loader"),
+        boot_check=_boot_check(host),
     )
+
+
+def _status_line(checks: list[CheckResult], check_id: str) -> StatusLine | None:
+    found = next((c for c in checks if c.id == check_id), None)
+    return StatusLine(found.status, found.reason) if found else None
+
+
+def _kernel_facts(host: Host) -> KernelFacts | None:
+    found = kernel.state(host)
+    if found.running is None and not found.installed:
+        return None
+    running, nxt = found.kernel(found.running), found.kernel(found.next_boot)
+    return KernelFacts(
+        running=found.running,
+        next_boot=found.next_boot,
+        reboot_pending=found.reboot_pending,
+        amdgpu_loaded=found.amdgpu_loaded,
+        running_has_amdgpu=running.has_amdgpu if running else (False if found.running else None),
+        next_boot_has_amdgpu=nxt.has_amdgpu if nxt else None,
+        installed=tuple(k.release for k in found.installed),
+        without_amdgpu=tuple(k.release for k in found.installed if not k.has_amdgpu),
+    )
+
+
+def _boot_check(host: Host):
+    """The boot-time check's last result on this host, as the report carries it (None: none, or unusable)."""
+    try:
+        found = BootState(host.view.local(BOOT_STATE_DIR)).last()
+    except StateError:
+        return None
+    return found.facts() if found else None

@@ -8,7 +8,10 @@ prints into apt's own output:
   - a WARNING block when something got worse, one line per change (what now resolves where, which stray package
     arrived and what pulled it in);
   - one line when something got better, cleared, or just changed;
-  - nothing when nothing changed.
+  - nothing when nothing changed;
+  - and, whatever changed, one line while a reboot is pending: the kernel that boots next and whether it has
+    amdgpu.ko (a kernel this dpkg run installed without it is also a WARNING block line: "kernel 6.8.0-51-generic
+    was installed without amdgpu.ko: it boots next — after the next reboot the GPU is gone").
 
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
 exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
@@ -149,6 +152,22 @@ def hook(args: argparse.Namespace) -> list[str]:
 
 def describe(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
     """What apt's output gets for this result, a report.Report (pure)."""
+    return _describe_drift(report, drift, venv=venv, details=details, verbose=verbose) + reboot_lines(report)
+
+
+def reboot_lines(report) -> list[str]:
+    """One line while a reboot is pending: which kernel boots next, and whether it has amdgpu.ko."""
+    kernel = getattr(report.facts, "kernel", None)
+    if kernel is None or not kernel.reboot_pending:
+        return []
+    if kernel.next_boot is None:
+        return [f"{PREFIX} reboot pending (no installed kernel found to boot next)"]
+    has = ("amdgpu.ko present" if kernel.next_boot_has_amdgpu
+           else "NO amdgpu.ko: the GPU is gone after that reboot")
+    return [f"{PREFIX} reboot pending: the next boot runs {kernel.next_boot} ({has}; {kernel.running or '?'} runs now)"]
+
+
+def _describe_drift(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
     verdict = report.verdict.upper()
     if drift is None:
         return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.reason}"]

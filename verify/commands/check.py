@@ -24,6 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="every check of a workstation: linkage, versions, strays, runtime, NF4",
         description=__doc__.splitlines()[0],
     )
+    add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The question `check` answers — shared by `boot-check`, which asks it once per boot."""
     parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
     parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
     parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
@@ -41,22 +48,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(run=run)
+    parser.add_argument("--expect-amd-repo", action="store_true",
+                        help="ROCm comes from AMD's apt repositories on this host: check AMD's pin (present and "
+                        "effective for the names the distributions share) and AMD's lists (apt.pin, apt.lists)")
 
 
-def run(args: argparse.Namespace) -> int:
+def options_from(args: argparse.Namespace, command: str = "verify check") -> CheckOptions | str:
+    """The CheckOptions of these arguments, or the one line that says why they are bad usage."""
     if not _RELEASE.match(args.expect_rocm):
-        print(f"verify check: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4", file=sys.stderr)
-        return 2
+        return f"{command}: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4"
     if not args.venv.is_absolute():
-        print(f"verify check: --venv {args.venv} must be an absolute path", file=sys.stderr)
-        return 2
+        return f"{command}: --venv {args.venv} must be an absolute path"
     if not args.root.is_dir():
-        print(f"verify check: --root {args.root} is not a directory", file=sys.stderr)
-        return 2
+        return f"{command}: --root {args.root} is not a directory"
     root = args.root.resolve()
-    options = CheckOptions(
+    return CheckOptions(
         venv=args.venv,
         expect_rocm=args.expect_rocm,
         expect_bitsandbytes=args.expect_bitsandbytes,
@@ -66,7 +72,15 @@ def run(args: argparse.Namespace) -> int:
         root=root,
         timeout=args.timeout,
         torch_label=args.torch_label,
+        expect_amd_repo=args.expect_amd_repo,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from(args)
+    if isinstance(options, str):
+        print(options, file=sys.stderr)
+        return 2
     try:
         report = run_checks(options)
     except VenvError as error:

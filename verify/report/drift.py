@@ -33,6 +33,7 @@ WORSE, BETTER, CHANGED = "worse", "better", "changed"
 DIRECTIONS = (WORSE, BETTER, CHANGED)
 
 LINKAGE, STRAYS, CHECKS, VERSIONS = "linkage", "strays", "checks", "versions"
+KERNEL, BOOT = "kernel", "boot"
 _FACTS = (  # facts whose change is worth a line: (key, how a person names it)
     ("rocm", "system ROCm"),
     ("torch", "torch"),
@@ -112,9 +113,11 @@ def compare_reports(baseline: Report, current: Report, *, baseline_label: str = 
     changes: list[Change] = []
     linkage = _linkage_changes(_places(baseline.linkage()), _places(current.linkage()))
     strays = _stray_changes(_strays(baseline), _strays(current))
+    kernel = _kernel_changes(baseline, current) + _boot_changes(baseline, current)
+    changes += kernel
     changes += linkage
     changes += strays
-    changes += _check_changes(baseline, current, explained={LINKAGE: linkage, STRAYS: strays})
+    changes += _check_changes(baseline, current, explained={LINKAGE: linkage, STRAYS: strays, KERNEL: kernel})
     changes += _fact_changes(baseline, current)
     return Drift(baseline_label, baseline.verdict, current.verdict, tuple(changes))
 
@@ -263,13 +266,66 @@ def _stray_changes(before: dict[str, Stray] | None, after: dict[str, Stray] | No
     return changes
 
 
+# --- kernel and boot -------------------------------------------------------------------------------------------------
+
+def _gpu_gone_reason(report: Report) -> str | None:
+    """Why the running kernel drives no GPU, when its check failed (kernel.driver's reason)."""
+    check = report.check("kernel.driver")
+    return check.reason if check is not None and check.status == "fail" else None
+
+
+def _kernel_changes(before: Report, after: Report) -> list[Change]:
+    """Kernels installed or removed (one without amdgpu.ko is worse: the GPU is gone once it boots) and a reboot into
+    another kernel (worse when the GPU went with it). Nothing when either report has no kernel facts (version 1)."""
+    old, new = before.facts.kernel, after.facts.kernel
+    if old is None or new is None:
+        return []
+    changes = []
+    for release in new.installed:
+        if release in old.installed:
+            if release in new.without_amdgpu and release not in old.without_amdgpu:
+                changes.append(Change(WORSE, KERNEL, f"kernel {release} lost its amdgpu.ko"))
+            elif release in old.without_amdgpu and release not in new.without_amdgpu:
+                changes.append(Change(BETTER, KERNEL, f"kernel {release} has amdgpu.ko again"))
+            continue
+        if release in new.without_amdgpu:
+            boots = (": it boots next — after the next reboot the GPU is gone" if release == new.next_boot else "")
+            changes.append(Change(WORSE, KERNEL, f"kernel {release} was installed without amdgpu.ko{boots}"))
+        else:
+            changes.append(Change(CHANGED, KERNEL, f"kernel {release} was installed (amdgpu.ko present)"))
+    for release in old.installed:
+        if release not in new.installed:
+            changes.append(Change(CHANGED, KERNEL, f"kernel {release} was removed"))
+    if old.running and new.running and old.running != new.running:
+        gone = _gpu_gone_reason(after)
+        if gone and not _gpu_gone_reason(before):
+            changes.append(Change(WORSE, KERNEL, f"after the reboot into {new.running} the GPU is gone: {gone}"))
+        else:
+            changes.append(Change(CHANGED, KERNEL, f"the host rebooted into {new.running} (it ran {old.running})"))
+    return changes
+
+
+def _boot_changes(before: Report, after: Report) -> list[Change]:
+    """A new result of the boot-time check (a boot happened since the baseline): worse when it failed."""
+    old, new = before.facts.boot_check, after.facts.boot_check
+    if new is None or (old is not None and old.boot_id == new.boot_id):
+        return []
+    reason = new.reason.split(": ", 1)[1] if new.reason.startswith("kernel.driver: ") else None
+    if new.verdict == "fail":
+        said = f"the GPU is gone: {reason}" if reason else f"the boot-time check failed: {new.reason}"
+        return [Change(WORSE, BOOT, f"after the reboot into {new.kernel} {said} (checked {new.checked_at})")]
+    direction = BETTER if old is not None and old.verdict == "fail" else CHANGED
+    return [Change(direction, BOOT, f"the boot-time check after the reboot into {new.kernel} passed "
+                                    f"({new.verdict}, {new.checked_at})")]
+
+
 # --- checks and versions ---------------------------------------------------------------------------------------------
 
 def _check_changes(before: Report, after: Report, explained: Mapping[str, list[Change]]) -> list[Change]:
     """A line per check whose status moved — unless the detailed lines of its topic already say it in that
     direction (a new stray is the reason the strays check went from pass to warn: one line is enough)."""
     old_status = {c.id: c for c in before.checks}
-    topic_of = {"linkage.static": LINKAGE, "strays": STRAYS}
+    topic_of = {"linkage.static": LINKAGE, "strays": STRAYS, "kernel.driver": KERNEL, "kernel.next_boot": KERNEL}
     changes = []
     for check in after.checks:
         old = old_status.get(check.id)

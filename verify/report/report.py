@@ -20,8 +20,10 @@ from typing import Any, Iterable, Mapping
 from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
 from verify.debian.strays import StraysReport
 
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS = (1,)  # what from_json reads
+SCHEMA_VERSION = 2
+# What from_json reads. 2 added facts.kernel, facts.apt_pin, facts.environment, facts.boot_check and the GPUs'
+# `integrated`/`work` (the checks kernel.*, apt.*, environment.*); a version-1 report reads with those None.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 KIND = "rocm-fleet.verify-report"
 SCHEMA_RESOURCE = "report_schema.json"
 TOOL_NAME = "rocm-fleet verify"
@@ -38,12 +40,16 @@ PRIORITY = (
     "versions.rocm",
     "versions.torch",
     "versions.bitsandbytes",
+    "environment",  # the login's environment breaks what the clean model passed
+    "apt",
     "strays",
+    "kernel.driver",  # no amdgpu: every runtime check below fails for this reason
     "runtime.torch",
     "runtime.bnb_library",
     "runtime.devices",
     "runtime.maps",
     "nf4",
+    "kernel",
 )
 
 
@@ -82,6 +88,8 @@ class Gpu:
     name: str | None
     arch: str | None
     supported: bool
+    integrated: bool | None = None  # an APU's GPU (schema 2; None: not known)
+    work: bool = True  # NF4 runs on it: not an integrated GPU beside a discrete one (schema 2)
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,32 @@ class StraysFacts:
 
 
 @dataclass(frozen=True)
+class KernelFacts:
+    """The kernel side of the GPU (check kernel.*): what the summary and drift show."""
+
+    running: str | None
+    next_boot: str | None
+    reboot_pending: bool
+    amdgpu_loaded: bool | None
+    running_has_amdgpu: bool | None
+    next_boot_has_amdgpu: bool | None
+    installed: tuple[str, ...] = ()
+    without_amdgpu: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BootCheckFacts:
+    """The boot-time check's last result on the host (verify/report/boot_state.py), as the report carries it."""
+
+    boot_id: str
+    kernel: str
+    checked_at: str
+    verdict: str
+    reason: str
+    previous_kernel: str | None = None
+
+
+@dataclass(frozen=True)
 class Facts:
     rocm: str | None
     torch: str | None
@@ -118,18 +152,38 @@ class Facts:
     linkage: StatusLine | None
     strays: StraysFacts | None  # None: not checked
     nf4: tuple[Nf4Run, ...]
+    # Schema 2 (None in a version-1 report, or when the check did not run):
+    kernel: KernelFacts | None = None
+    apt_pin: StatusLine | None = None
+    environment: StatusLine | None = None
+    boot_check: BootCheckFacts | None = None
 
     @classmethod
     def from_json(cls, data: Any) -> Facts:
         facts = _record(cls, data, "facts")
         gpus = facts.gpus
+        kernel = facts.kernel
+        if kernel is not None:
+            kernel = _record(KernelFacts, kernel, "facts.kernel")
+            kernel = replace(kernel, installed=_strings(kernel.installed, "facts.kernel.installed"),
+                             without_amdgpu=_strings(kernel.without_amdgpu, "facts.kernel.without_amdgpu"))
         return replace(
             facts,
             gpus=None if gpus is None else tuple(_record(Gpu, g, "facts.gpus[]") for g in _list(gpus, "facts.gpus")),
             linkage=None if facts.linkage is None else _record(StatusLine, facts.linkage, "facts.linkage"),
             strays=None if facts.strays is None else _strays_facts(facts.strays),
             nf4=tuple(_record(Nf4Run, run, "facts.nf4[]") for run in _list(facts.nf4, "facts.nf4")),
+            kernel=kernel,
+            apt_pin=None if facts.apt_pin is None else _record(StatusLine, facts.apt_pin, "facts.apt_pin"),
+            environment=(None if facts.environment is None
+                         else _record(StatusLine, facts.environment, "facts.environment")),
+            boot_check=(None if facts.boot_check is None
+                        else _record(BootCheckFacts, facts.boot_check, "facts.boot_check")),
         )
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    return value if isinstance(value, tuple) else tuple(str(item) for item in _list(value, where))
 
 
 def _strays_facts(data: Any) -> StraysFacts:
@@ -194,6 +248,7 @@ class Request:
     static_only: bool
     root: str
     torch_label: str | None = None  # display only: what this torch stands for
+    expect_amd_repo: bool = False  # apt.pin and apt.lists were asked for (schema 2)
 
 
 @dataclass(frozen=True)

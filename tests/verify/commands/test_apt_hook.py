@@ -231,3 +231,49 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     check_args = check_parser.choices["check"].parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
     assert hook_args.expect_bitsandbytes == check_args.expect_bitsandbytes
     assert hook_args.state_dir == Path(DEFAULT_DIR)
+
+
+# --- kernels (issue 11) ----------------------------------------------------------------------------------------------
+
+def _install_kernel(root: Path, release: str, amdgpu: bool) -> None:
+    """What a kernel package leaves on disk, enough for the hook: the image and its modules directory (STAND-IN files)."""
+    (root / "boot").mkdir(exist_ok=True)
+    (root / "boot" / f"vmlinuz-{release}").write_bytes(b"stand-in kernel image")
+    modules = root / "lib/modules" / release / "kernel/drivers/gpu/drm/amd/amdgpu"
+    modules.mkdir(parents=True)
+    if amdgpu:
+        (modules / "amdgpu.ko.zst").write_bytes(b"stand-in module")
+
+
+def test_a_dpkg_run_that_installs_a_kernel_without_amdgpu_warns_in_apts_output(copy, workstation, tmp_path):
+    state = tmp_path / "state"
+    _install_kernel(workstation.root, "6.8.0-49-generic", amdgpu=True)
+    lines(hook(copy, workstation.root, state))  # the baseline
+    _install_kernel(workstation.root, "6.8.0-51-generic", amdgpu=True)
+    assert lines(hook(copy, workstation.root, state)) == [
+        f"{PREFIX} changed by this dpkg run: kernel 6.8.0-51-generic was installed (amdgpu.ko present) (check now WARN)"]
+    _install_kernel(workstation.root, "6.8.0-52-generic", amdgpu=False)
+    warning = lines(hook(copy, workstation.root, state))
+    assert warning[:2] == [
+        f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {VENV} worse (check now WARN):",
+        f"{PREFIX}   worse: kernel 6.8.0-52-generic was installed without amdgpu.ko: it boots next — after the next "
+        "reboot the GPU is gone",
+    ]
+
+
+def test_a_pending_reboot_is_one_line_naming_the_next_kernel():
+    """The running system cannot be an image (--root has no running kernel): the line from a report's kernel facts."""
+    from dataclasses import replace
+
+    from tests.support.reports import built_report
+    from verify.commands.apt_hook import reboot_lines
+    from verify.report.report import KernelFacts
+
+    report = built_report()
+    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
+                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
+    assert reboot_lines(replace(report, facts=replace(report.facts, kernel=pending))) == [
+        f"{PREFIX} reboot pending: the next boot runs 6.8.0-51-generic (NO amdgpu.ko: the GPU is gone after that "
+        "reboot; 6.8.0-49-generic runs now)"]
+    settled = replace(pending, next_boot="6.8.0-49-generic", reboot_pending=False)
+    assert reboot_lines(replace(report, facts=replace(report.facts, kernel=settled))) == []

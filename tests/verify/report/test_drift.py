@@ -158,3 +158,69 @@ def test_the_order_is_worse_then_better_then_changed():
     drift = Drift("b", "pass", "fail", (Change(CHANGED, VERSIONS, "c"), Change(BETTER, STRAYS, "b"),
                                         Change(WORSE, LINKAGE, "w")))
     assert drift.lines() == ["worse: w", "better: b", "changed: c"]
+
+
+# --- kernels and boots (schema 2) ------------------------------------------------------------------------------------
+
+def _kernel_report(*, running, installed, without=(), driver="pass", driver_reason="ok", boot=None):
+    """A report with these kernel facts and a kernel.driver check — shaped as verify/checks/registry.py writes them
+    (an image under --root has no running kernel, so these are built directly)."""
+    from dataclasses import replace
+
+    from tests.support.reports import built_report
+    from verify.report.report import BootCheckFacts, CheckResult, KernelFacts
+
+    nxt = installed[-1] if installed else None
+    kernel = KernelFacts(running=running, next_boot=nxt, reboot_pending=nxt != running, amdgpu_loaded=driver == "pass",
+                         running_has_amdgpu=running not in without, next_boot_has_amdgpu=nxt not in without,
+                         installed=tuple(installed), without_amdgpu=tuple(without))
+    report = built_report([CheckResult("kernel.driver", "amdgpu", driver, driver_reason)])
+    facts = replace(report.facts, kernel=kernel,
+                    boot_check=BootCheckFacts(*boot) if boot else None)
+    return Report.from_json(replace(report, facts=facts).to_json())
+
+
+def test_a_kernel_installed_without_amdgpu_is_worse_and_says_the_gpu_goes_at_the_next_boot():
+    before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"])
+    after = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
+                           without=["6.8.0-51-generic"])
+    drift = compare_reports(before, after)
+    assert drift.lines() == ["worse: kernel 6.8.0-51-generic was installed without amdgpu.ko: it boots next — after "
+                             "the next reboot the GPU is gone"]
+    good = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"])
+    assert compare_reports(before, good).lines() == ["changed: kernel 6.8.0-51-generic was installed (amdgpu.ko present)"]
+
+
+def test_a_reboot_into_a_kernel_without_the_driver_says_the_gpu_is_gone():
+    before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
+                            without=["6.8.0-51-generic"])
+    reason = "the running kernel 6.8.0-51-generic has no amdgpu.ko — apt-get install linux-modules-extra-6.8.0-51-generic"
+    after = _kernel_report(running="6.8.0-51-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
+                           without=["6.8.0-51-generic"], driver="fail", driver_reason=reason)
+    lines = compare_reports(before, after).lines()
+    assert lines == [f"worse: after the reboot into 6.8.0-51-generic the GPU is gone: {reason}"]
+
+
+def test_a_new_boot_checks_result_is_stated_and_a_failed_one_is_worse():
+    reason = "kernel.driver: the running kernel 6.8.0-51-generic has no amdgpu.ko — apt-get install …"
+    before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"],
+                            boot=("boot-a", "6.8.0-49-generic", "2026-12-01T08:00:00Z", "pass", "all 14 checks passed"))
+    after = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"],
+                           boot=("boot-b", "6.8.0-51-generic", "2026-12-02T08:00:00Z", "fail", reason))
+    assert compare_reports(before, after).lines() == [
+        "worse: after the reboot into 6.8.0-51-generic the GPU is gone: the running kernel 6.8.0-51-generic has no "
+        "amdgpu.ko — apt-get install … (checked 2026-12-02T08:00:00Z)"]
+    assert compare_reports(after, after).lines() == []  # the same boot: nothing new
+
+
+def test_a_version_1_baseline_is_still_read_and_compared(reports):
+    """Reports kept from before schema 2 (reports/last-pass/<host>.json) stay readable: no kernel lines, no crash."""
+    document = reports["provisioned"].to_json()
+    old = {**document, "schema_version": 1,
+           "facts": {k: v for k, v in document["facts"].items()
+                     if k not in ("kernel", "apt_pin", "environment", "boot_check")},
+           "checks": [c for c in document["checks"] if not c["id"].startswith(("kernel.", "environment.", "apt."))]}
+    baseline = Report.from_json(old)
+    assert baseline.facts.kernel is None and baseline.facts.boot_check is None
+    drift = compare_reports(baseline, reports["rsmi"])
+    assert drift.got_worse and all("kernel" not in line for line in drift.lines())

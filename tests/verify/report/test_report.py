@@ -63,7 +63,10 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
     jsonschema.validate(report, schema)
     assert report["checks"][0]["evidence"] == {"paths": ["a", "b"]}
     for mutate in (
-        lambda r: r.update(schema_version=2),
+        lambda r: r.update(schema_version=3),
+        lambda r: r.update(schema_version=1),  # a new report is version 2: its new facts are required
+        lambda r: r["facts"].pop("kernel"),
+        lambda r: r["facts"].update(boot_check={"boot_id": "x"}),
         lambda r: r["checks"][0].update(status="ok"),
         lambda r: r["checks"][0].update(reason="two\nlines"),
         lambda r: r.update(checks=[]),
@@ -94,7 +97,8 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
 
 @pytest.mark.parametrize("mutate, why", [
     (lambda r: r.update(kind="other"), "not a rocm-fleet report"),
-    (lambda r: r.update(schema_version=2), "schema_version 2 is not one this checkout reads (1)"),
+    (lambda r: r.update(schema_version=3), "schema_version 3 is not one this checkout reads (1, 2)"),
+    (lambda r: r["facts"].update(kernel={"running": "6.8.0-51-generic"}), "facts.kernel has no 'next_boot'"),
     (lambda r: r["checks"][0].update(status="ok"), "status 'ok' is not one of"),
     (lambda r: r.update(checks=[]), "the report has no checks"),
     (lambda r: r.pop("facts"), "report has no 'facts'"),
