@@ -28,6 +28,7 @@ from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
+from verify.api import known_releases, rocm_release
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _BUILD = re.compile(r"\d{5,6}")
@@ -70,6 +71,15 @@ def release(value: Any) -> str:
     text = _string(value, "7.2.4")
     if not _RELEASE.fullmatch(text):
         raise _Invalid(f"got {text!r}, expected a release as MAJOR.MINOR.PATCH such as '7.2.4'")
+    return text
+
+
+def known_release(value: Any) -> str:
+    """A release this checkout has a file for (verify/stack/releases/X.Y.Z.json: what the release is)."""
+    text = release(value)
+    if text not in known_releases():
+        raise _Invalid(f"got {text!r}, a ROCm release this checkout does not know — known: "
+                       f"{', '.join(known_releases())} (a release is added as verify/stack/releases/{text}.json)")
     return text
 
 
@@ -198,7 +208,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("rocm_install", '"install" \\| "skip"', "install", one_of("install", "skip"),
         meaning="`skip`: ROCm is managed elsewhere (test fleets): the colliding-packages and ROCm stages say so and "
                 "install nothing (workstation_users still get render and video)"),
-    Key("rocm_release", "str", pins.ROCM_RELEASE, release, meaning="ROCm release to install (MAJOR.MINOR.PATCH)"),
+    Key("rocm_release", "str", pins.ROCM_RELEASE, known_release,
+        meaning="ROCm release to install (MAJOR.MINOR.PATCH), one of those in verify/stack/releases/"),
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
     Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
@@ -292,8 +303,7 @@ class Problem:
 
 
 def expected_build(release_text: str) -> str:
-    major, minor, patch = (int(part) for part in release_text.split("."))
-    return str(major * 10000 + minor * 100 + patch)
+    return rocm_release(release_text).build
 
 
 def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",

@@ -48,8 +48,11 @@ def test_valid_data_is_normalised():
     ({"rocm_release": "7.2"}, "rocm_release", "got '7.2', expected a release as MAJOR.MINOR.PATCH such as '7.2.4'"),
     ({"rocm_build": 70204}, "rocm_build", "got the number 70204, expected a string such as '70204' (on the command "
                                           "line, quote it twice: --data rocm_build='\"70204\"')"),
-    ({"rocm_release": "7.2.3"}, "rocm_build",
-     "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
+    ({"rocm_release": "7.2.3"}, "rocm_release",
+     "got '7.2.3', a ROCm release this checkout does not know — known: 7.2.4 (a release is added as "
+     "verify/stack/releases/7.2.3.json)"),
+    ({"rocm_build": "70205"}, "rocm_build",
+     "'70205' does not match rocm_release '7.2.4', whose build number is '70204': set both together"),
     ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",
      "got 'repo.radeon.com', expected an http(s) URL such as 'https://repo.radeon.com'"),
     ({"venv_path": "opt/venv"}, "venv_path",

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
+from verify.stack.rocm_release import rocm_release
 from verify.stack.venv_layout import find_venv
 
 T = TypeVar("T")
@@ -38,8 +39,10 @@ class CheckOptions:
 
 class Host:
     def __init__(self, options: CheckOptions):
-        """Raises venv_layout.VenvError for a --venv that is not a venv."""
+        """Raises venv_layout.VenvError for a --venv that is not a venv, rocm_release.UnknownRelease for an
+        --expect-rocm this checkout has no release file for."""
         self.options = options
+        self.release = rocm_release(options.expect_rocm)  # what the expected release is (releases/X.Y.Z.json)
         self.view = FileSystemView(str(options.root))
         self.venv = find_venv(options.venv, self.view)
         self._shared: dict[Callable[[Host], Any], Any] = {}

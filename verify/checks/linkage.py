@@ -256,7 +256,7 @@ def _read_inputs(host: Host) -> LinkageInputs:
     if not bnb_dir.is_dir():
         return LinkageInputs(None)
     constants = torch_version_module(site_packages)
-    choice = select_bnb_library(bnb_dir, constants.get("hip"), host.options.environ, host.options.expect_rocm)
+    choice = select_bnb_library(bnb_dir, constants.get("hip"), host.options.environ, host.release)
     loads = torch_import_dlopens(site_packages, _python_tag(host.venv))
     return LinkageInputs(choice, tuple(host.view.image_path(p) for p in loads.dlopens), loads.notes)
 

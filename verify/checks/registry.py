@@ -83,7 +83,8 @@ def _facts(host: Host, checks: list[CheckResult]) -> Facts:
     bnb_rt = data.get("bitsandbytes") or {}
     gpus = None
     if probe is not None:
-        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch")))
+        archs = host.release.gpu_archs
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs))
                      for d in torch_rt.get("devices") or [])
     nf4_runs = tuple(
         Nf4Run(check.evidence.get("device"), check.status, check.evidence.get("roundtrip_mean_abs_error"),

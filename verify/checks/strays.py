@@ -30,7 +30,7 @@ def strays(host: Host) -> Strays:
 
 def _find(host: Host) -> Strays:
     try:
-        return Strays(find_strays(host.options.root, host.packages, view=host.view))
+        return Strays(find_strays(host.options.root, host.packages, view=host.view, sonames=host.release.sonames))
     except (OSError, ValueError) as error:
         return Strays(None, str(error))
 

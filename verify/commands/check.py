@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
+from verify.stack.rocm_release import UnknownRelease
 from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -71,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         report = run_checks(options)
     except VenvError as error:
         print(f"verify check: {error}", file=sys.stderr)
+        return 2
+    except UnknownRelease as error:
+        print(f"verify check: --expect-rocm: {error}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1, sort_keys=False)
