@@ -14,6 +14,7 @@ from roles.colliding_packages.model import find_collisions
 from roles.debian_facts import AptRemovalSimulation, PackageVersions
 from roles.stage_control import tell_command
 
+
 def watched(build: str) -> tuple[str, ...]:
     """The names of the colliding packages of the release with build `build`."""
     return tuple(entry.name for entry in colliding_packages(build))

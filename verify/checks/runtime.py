@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import subprocess
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from verify.checks import linkage
 from verify.checks.host import Host
-from verify.stack.gpu_arch import arch_supported, base_arch
 from verify.checks.versions import INSTALL_ROCM_FIX
-from verify.report.report import FAIL, PASS, WARN, CheckResult
-from verify.stack.rocm_release import RocmRelease
+from verify.report.report import FAIL, PASS, WARN, CheckResult, Gpu
+from verify.stack.gpu_arch import arch_supported, base_arch
 from verify.stack.rocm_libraries import is_rocm_library
+from verify.stack.rocm_release import RocmRelease
 
 NATIVE_CLASS = "CudaBNBNativeLibrary"  # bitsandbytes' class for a loaded CUDA/ROCm library
 MOCK_CLASS = "ErrorHandlerMockBNBNativeLibrary"  # what it installs when loading failed
@@ -277,3 +279,23 @@ def run(host: Host) -> list[CheckResult]:
         return []
     want = RuntimeExpectations.of(host.release, host.options.device, host.options.gpu_required)
     return judge_runtime(found, want)
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    found = probe(host)
+    data = (found.data if found else None) or {}
+    devices = (data.get("torch") or {}).get("devices") or []
+    gpus = None
+    if found is not None:
+        archs = host.release.gpu_archs
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs))
+                     for d in devices)
+    if found is None:
+        mode = "none"
+    elif host.options.device == "cpu" or not devices:
+        mode = "cpu"
+    else:
+        mode = "gpu"
+    choice = linkage.inputs(host).choice  # the library bitsandbytes loaded, else the one it would pick
+    loaded = posixpath.basename((data.get("bitsandbytes") or {}).get("library_file") or "")
+    return {"bnb_library": loaded or (choice.name if choice else None), "gpus": gpus, "device_mode": mode}

@@ -12,8 +12,6 @@ import pytest
 
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
 from verify.checks.nf4 import BOUNDS, check_nf4
-from verify.report.report import FAIL, PASS, WARN
-from verify.stack.rocm_release import rocm_release
 from verify.checks.runtime import (
     MOCK_CLASS,
     NATIVE_CLASS,
@@ -23,6 +21,8 @@ from verify.checks.runtime import (
     check_devices,
     judge_runtime,
 )
+from verify.report.report import FAIL, PASS, WARN
+from verify.stack.rocm_release import rocm_release
 
 WANT_GPU = RuntimeExpectations.of(rocm_release("7.2.4"), "auto", gpu_required=True)
 
