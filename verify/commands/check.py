@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
-from verify.stack.rocm_release import UnknownRelease
+from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -50,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     if not _RELEASE.match(args.expect_rocm):
         print(f"verify check: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4", file=sys.stderr)
         return 2
+    if args.expect_rocm not in known_releases():
+        print(f"verify check: --expect-rocm: {UnknownRelease.of(args.expect_rocm)}", file=sys.stderr)
+        return 2
     if not args.venv.is_absolute():
         print(f"verify check: --venv {args.venv} must be an absolute path", file=sys.stderr)
         return 2
@@ -72,9 +75,6 @@ def run(args: argparse.Namespace) -> int:
         report = run_checks(options)
     except VenvError as error:
         print(f"verify check: {error}", file=sys.stderr)
-        return 2
-    except UnknownRelease as error:
-        print(f"verify check: --expect-rocm: {error}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1, sort_keys=False)

@@ -54,10 +54,11 @@ def format_text(report: StraysReport) -> str:
 def run(args: argparse.Namespace) -> int:
     try:
         release = rocm_release(args.expect_rocm) if args.expect_rocm else newest_release()
-        report = find_strays(args.root, sonames=release.sonames)
     except UnknownRelease as error:
         print(f"strays: --expect-rocm: {error}", file=sys.stderr)
         return 2
+    try:
+        report = find_strays(args.root, sonames=release.sonames)
     except DpkgDatabaseError as error:
         print(f"strays: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 
 RELEASES_DIR = "releases"
@@ -23,6 +23,11 @@ _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 
 class UnknownRelease(ValueError):
     """A release this checkout has no file for; the message names the known ones."""
+
+    @classmethod
+    def of(cls, release: str) -> UnknownRelease:
+        return cls(f"ROCm {release} is not a release this checkout knows (known: {', '.join(_known())}; a release "
+                   f"is added as verify/stack/{RELEASES_DIR}/X.Y.Z.json)")
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,7 @@ def known_releases() -> tuple[str, ...]:
 def rocm_release(release: str) -> RocmRelease:
     """The release `release` ("7.2.4"); UnknownRelease when there is no file for it."""
     if release not in _known():
-        raise UnknownRelease(f"ROCm {release} is not a release this checkout knows (known: {', '.join(_known())}; "
-                             f"a release is added as verify/stack/{RELEASES_DIR}/X.Y.Z.json)")
+        raise UnknownRelease.of(release)
     return _read(release)
 
 
@@ -96,15 +100,7 @@ def _read(release: str) -> RocmRelease:
     data = json.loads(text)
     if data.get("release") != release:
         raise ValueError(f"{RELEASES_DIR}/{release}.json describes release {data.get('release')!r}")
-    return RocmRelease(
-        release=release,
-        build=data["build"],
-        amdgpu_install_revision=data["amdgpu_install_revision"],
-        amdgpu_driver_release=data["amdgpu_driver_release"],
-        torch_index_url=data["torch_index_url"],
-        torch_spec=data["torch_spec"],
-        bitsandbytes_library=data["bitsandbytes_library"],
-        gpu_archs=frozenset(data["gpu_archs"]),
-        sonames=frozenset(data["sonames"]),
-        colliding_packages=tuple(CollidingPackage(**entry) for entry in data["colliding_packages"]),
-    )
+    # Every field of RocmRelease is a key of the file (the *_about keys are prose for the reader).
+    found = RocmRelease(**{f.name: data[f.name] for f in fields(RocmRelease)})
+    return replace(found, gpu_archs=frozenset(found.gpu_archs), sonames=frozenset(found.sonames),
+                   colliding_packages=tuple(CollidingPackage(**entry) for entry in found.colliding_packages))
