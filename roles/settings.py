@@ -31,6 +31,7 @@ from roles.validators import (
     build_number,
     controller_path,
     count,
+    known_release,
     one_of,
     optional_absolute_path,
     optional_sha256,
@@ -42,6 +43,8 @@ from roles.validators import (
     user_name,
     user_names,
 )
+from verify.api import rocm_release
+
 
 class InventoryDataError(PyinfraError):
     """Inventory data that a deploy cannot use. A PyinfraError, so the pyinfra CLI prints it as one line and exits 1."""
@@ -62,7 +65,8 @@ SCHEMA: tuple[Key, ...] = (
     Key("rocm_install", '"install" \\| "skip"', "install", one_of("install", "skip"),
         meaning="`skip`: ROCm is managed elsewhere (test fleets): the colliding-packages and ROCm stages say so and "
                 "install nothing (workstation_users still get render and video)"),
-    Key("rocm_release", "str", pins.ROCM_RELEASE, release, meaning="ROCm release to install (MAJOR.MINOR.PATCH)"),
+    Key("rocm_release", "str", pins.ROCM_RELEASE, known_release,
+        meaning="ROCm release to install (MAJOR.MINOR.PATCH), one of those in verify/stack/releases/"),
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
     Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
@@ -156,8 +160,7 @@ class Problem:
 
 
 def expected_build(release_text: str) -> str:
-    major, minor, patch = (int(part) for part in release_text.split("."))
-    return str(major * 10000 + minor * 100 + patch)
+    return rocm_release(release_text).build
 
 
 def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",

@@ -15,6 +15,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from roles import pins
+from verify.api import known_releases
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _BUILD = re.compile(r"\d{5,6}")
@@ -56,6 +57,15 @@ def _matching(pattern: re.Pattern, value: Any, example: str, expected: str) -> s
 
 def release(value: Any) -> str:
     return _matching(_RELEASE, value, "7.2.4", "a release as MAJOR.MINOR.PATCH such as '7.2.4'")
+
+
+def known_release(value: Any) -> str:
+    """A release this checkout has a file for (verify/stack/releases/X.Y.Z.json: what the release is)."""
+    text = release(value)
+    if text not in known_releases():
+        raise Invalid(f"got {text!r}, a ROCm release this checkout does not know — known: "
+                      f"{', '.join(known_releases())} (a release is added as verify/stack/releases/{text}.json)")
+    return text
 
 
 def build_number(value: Any) -> str:

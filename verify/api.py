@@ -16,12 +16,22 @@ from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
 from verify.report.drift import Drift, compare_reports
 from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+from verify.stack.rocm_release import (
+    CollidingPackage,
+    RocmRelease,
+    UnknownRelease,
+    known_releases,
+    release_with_build,
+    rocm_release,
+)
 
 # The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 __all__ = [
     "FAIL", "PASS", "WARN", "PACKAGE_DIR",
-    "Analyser", "CheckResult", "Drift", "ElfError", "Report", "ReportError", "Stray", "StraysReport",
-    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "ldd_lines", "parse_ldd_output",
+    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Report", "ReportError", "RocmRelease",
+    "Stray", "StraysReport", "UnknownRelease",
+    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "known_releases", "ldd_lines",
+    "parse_ldd_output", "release_with_build", "rocm_release",
 ]

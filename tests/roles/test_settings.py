@@ -50,8 +50,11 @@ def test_valid_data_is_normalised():
                                           "line, quote it twice: --data rocm_build='\"70204\"')"),
     ({"rocm_build": "7024"}, "rocm_build",
      "got '7024', expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'"),
-    ({"rocm_release": "7.2.3"}, "rocm_build",
-     "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
+    ({"rocm_release": "7.2.3"}, "rocm_release",
+     "got '7.2.3', a ROCm release this checkout does not know — known: 7.2.4 (a release is added as "
+     "verify/stack/releases/7.2.3.json)"),
+    ({"rocm_build": "70205"}, "rocm_build",
+     "'70205' does not match rocm_release '7.2.4', whose build number is '70204': set both together"),
     ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",
      "got 'repo.radeon.com', expected an http(s) URL such as 'https://repo.radeon.com'"),
     ({"venv_path": "opt/venv"}, "venv_path",

@@ -5,7 +5,7 @@ the ROCm stage installs ROCm from AMD's repositories); a host whose ROCm is mana
 - `apt.pin`: a pin on `release o=repo.radeon.com` above the distribution's 500 in /etc/apt/preferences(.d) (AMD's
   installer deb ships /etc/apt/preferences.d/repo-radeon-pin-600; its package-manager instructions write
   rocm-pin-600), *and* effective: for every name the distributions share with AMD (the release data file,
-  verify/stack/releases/<release>.json), apt's candidate comes from a repository whose Origin is repo.radeon.com —
+  verify/stack/releases/<release>.json: colliding_packages and apt), apt's candidate comes from a repository whose Origin is repo.radeon.com —
   read from `apt-cache policy` (the one program this check runs: root's own /usr/bin/apt-cache, in English, with a time
   limit; it reads apt's cache and changes nothing). Ubuntu's rocminfo 5.7.1 sorts above AMD's 1.0.0.70204: without
   the pin an upgrade swaps it in (ROCm issues #3656, #6367).
@@ -29,8 +29,9 @@ from verify.debian.apt_policy import (
     pins_origin,
 )
 from verify.debian.apt_sources import SourceEntry, amd_entries, parse_sources_file
-from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult
-from verify.stack.release_data import AptData, release_data, release_folder
+from verify.checks.host import result
+from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult, StatusLine
+from verify.stack.rocm_release import RocmRelease, UnknownRelease, rocm_release
 from verify.system.textfiles import list_dir, read_optional
 
 PIN, LISTS = "apt.pin", "apt.lists"
@@ -78,9 +79,14 @@ def apt_cache_policy(names: tuple[str, ...] = ()) -> tuple[str | None, str | Non
     return done.stdout, None
 
 
-def judge_pin(apt: AptData, pins: list[Pin], policies: dict[str, PackagePolicy],
+def colliding_names(release: RocmRelease) -> tuple[str, ...]:
+    return tuple(p.name for p in release.colliding_packages)
+
+
+def judge_pin(release: RocmRelease, pins: list[Pin], policies: dict[str, PackagePolicy],
               files: dict[str, dict[str, str]]) -> CheckResult:
     """Pure: the pin check from the pin stanzas and apt's policy."""
+    apt = release.apt
     title = f"AMD's apt pin (o={apt.origin}) is present and effective"
     amd_pins = [p for p in pins if pins_origin(p, apt.origin) and (p.priority or 0) > 500]
     evidence: dict = {"pins": [{"file": p.where, "package": p.package, "pin": p.pin, "priority": p.priority}
@@ -88,7 +94,7 @@ def judge_pin(apt: AptData, pins: list[Pin], policies: dict[str, PackagePolicy],
     restore = (f"restore it: {RESTORE} (it writes {apt.pin_files[0]}: Package: * / Pin: release o={apt.origin} / "
                f"Pin-Priority: {apt.pin_priority})")
     losing = []
-    for name in apt.colliding_names:
+    for name in colliding_names(release):
         policy = policies.get(name)
         if policy is None:
             evidence["names"][name] = "unknown to apt"
@@ -117,17 +123,17 @@ def judge_pin(apt: AptData, pins: list[Pin], policies: dict[str, PackagePolicy],
     if losing:
         more = f" (+{len(losing) - 1} more)" if len(losing) > 1 else ""
         return CheckResult(PIN, title, FAIL, f"AMD's pin {pinned} is not effective: {losing[0]}{more} — find the "
-                           f"preferences file that outranks it (apt-cache policy {' '.join(apt.colliding_names)}), or "
+                           f"preferences file that outranks it (apt-cache policy {' '.join(colliding_names(release))}), or "
                            f"check that the repository's Release file says Origin: {apt.origin}", evidence)
     known = [n for n, v in evidence["names"].items() if isinstance(v, dict)]
     return CheckResult(PIN, title, PASS, f"AMD's pin {pinned} is effective: apt's candidates for "
                        f"{', '.join(known) or 'the shared names'} come from {apt.origin}", evidence)
 
 
-def judge_lists(entries: list[SourceEntry], release: str, unreadable: list[str]) -> CheckResult:
+def judge_lists(entries: list[SourceEntry], release: RocmRelease, unreadable: list[str]) -> CheckResult:
     """Pure: AMD's repositories among the host's apt entries."""
-    folder = release_folder(release)
-    title = f"AMD's apt lists point at ROCm {release}"
+    folder = release.folder
+    title = f"AMD's apt lists point at ROCm {release.release}"
     amd = amd_entries(tuple(entries))
     evidence = {"entries": [e.describe() for e in amd], "unreadable": unreadable}
     fix = f"run {RESTORE} (it rewrites AMD's lists)"
@@ -173,20 +179,25 @@ def run(host: Host) -> list[CheckResult]:
     if not host.view.is_host:
         return [CheckResult(PIN, "AMD's apt pin", SKIP, "not checked in an image (--root): apt's cache is this "
                             "machine's", {})]
+    try:
+        release = rocm_release(options.expect_rocm)
+    except UnknownRelease as error:  # `verify check` refuses it first; a library caller may not
+        return [CheckResult(PIN, "AMD's apt pin", WARN, f"the pin is not checked: {error}", {})]
     entries, unreadable = read_entries(host)
-    lists = judge_lists(entries, options.expect_rocm, unreadable)
-    data = release_data(options.expect_rocm)
-    if data is None:
-        return [CheckResult(PIN, "AMD's apt pin", WARN, f"no release data for ROCm {options.expect_rocm} in this "
-                            "verifier (verify/stack/releases/): the pin is not checked", {}), lists]
+    lists = judge_lists(entries, release, unreadable)
     pins, bad = read_pins(host)
-    text, error = apt_cache_policy(data.apt.colliding_names)
+    text, error = apt_cache_policy(colliding_names(release))
     files_text, files_error = apt_cache_policy() if error is None else (None, None)
     if error or files_error:
         return [CheckResult(PIN, "AMD's apt pin", WARN, f"cannot ask apt: {error or files_error}",
                             {"unreadable": bad}), lists]
-    pin = judge_pin(data.apt, pins, parse_package_policies(text), parse_package_files(files_text))
+    pin = judge_pin(release, pins, parse_package_policies(text), parse_package_files(files_text))
     if bad:
         pin = CheckResult(pin.id, pin.title, pin.status, pin.reason, dict(pin.evidence, unreadable=bad))
     return [pin, lists]
 
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    found = result(results, PIN)
+    return {"apt_pin": StatusLine(found.status, found.reason) if found else None}

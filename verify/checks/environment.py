@@ -19,10 +19,10 @@ from __future__ import annotations
 import posixpath
 
 from verify.checks import linkage, strays
-from verify.checks.host import Host
+from verify.checks.host import Host, result
 from verify.ld.elf import ElfError
 from verify.ld.image import ProcessImage
-from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.report.report import FAIL, PASS, WARN, CheckResult, StatusLine
 from verify.stack.bnb_library import hip_version_tuple, release_tag
 from verify.stack.venv_layout import dist_version, torch_version_module
 from verify.system.environment import LoaderEnvironment, read_loader_environment
@@ -201,3 +201,8 @@ def check_amdsmi(host: Host) -> CheckResult:
 
 def run(host: Host) -> list[CheckResult]:
     return [check_loader(host), check_bnb_rocm_version(host), check_amdsmi(host)]
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    found = result(results, LOADER)
+    return {"environment": StatusLine(found.status, found.reason) if found else None}

@@ -11,12 +11,16 @@ and maps checks, the report's facts), the runtime probe (runtime, maps and NF4).
 from __future__ import annotations
 
 import os
+import platform
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
+from verify.report.report import CheckResult, HostInfo, Request
+from verify.stack.rocm_release import rocm_release
 from verify.stack.venv_layout import find_venv
 
 T = TypeVar("T")
@@ -39,8 +43,10 @@ class CheckOptions:
 
 class Host:
     def __init__(self, options: CheckOptions):
-        """Raises venv_layout.VenvError for a --venv that is not a venv."""
+        """Raises venv_layout.VenvError for a --venv that is not a venv, rocm_release.UnknownRelease for an
+        --expect-rocm this checkout has no release file for."""
         self.options = options
+        self.release = rocm_release(options.expect_rocm)  # what the expected release is (releases/X.Y.Z.json)
         self.view = FileSystemView(str(options.root))
         self.venv = find_venv(options.venv, self.view)
         self._shared: dict[Callable[[Host], Any], Any] = {}
@@ -50,11 +56,35 @@ class Host:
             self._shared[compute] = compute(self)
         return self._shared[compute]
 
+    def info(self) -> HostInfo:
+        """What the report says about the machine (its OS from the analysed system's /etc/os-release)."""
+        pretty = None
+        try:
+            for line in self.view.local("/etc/os-release").read_text(encoding="utf-8").splitlines():
+                if line.startswith("PRETTY_NAME="):
+                    pretty = line.split("=", 1)[1].strip().strip('"')
+        except OSError:
+            pass
+        return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(),
+                        platform.python_version())
+
+    def request(self) -> Request:
+        """What was asked, as the report states it."""
+        options = self.options
+        return Request(str(options.venv), options.expect_rocm, options.expect_bitsandbytes, options.device,
+                       options.gpu_required, options.static_only, str(options.root), options.torch_label,
+                       options.expect_amd_repo)
+
     @property
     def packages(self) -> tuple[DpkgPackage, ...] | None:
         """dpkg's installed packages, parsed once (the apt hook runs after every dpkg run, and the status file is a
         few MB on a desktop); None when there is no usable database — each check then says why it cannot tell."""
         return self.shared(_dpkg_packages)
+
+
+def result(results: list[CheckResult], check_id: str) -> CheckResult | None:
+    """The result of check `check_id` among `results` (for a check's facts)."""
+    return next((r for r in results if r.id == check_id), None)
 
 
 def _dpkg_packages(host: Host) -> tuple[DpkgPackage, ...] | None:

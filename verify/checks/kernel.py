@@ -10,7 +10,8 @@ boot (ROCm is installed with --no-dkms: the GPU depends on the kernel's own amdg
   linux-modules-extra-<release> — and whether the kernel meta package keeps bringing modules-extra (it says so
   plainly when it does not: linux-image-virtual's kernels have no amdgpu.ko).
 A system with no installed kernel (a container, a chroot) skips the last two; an image (--root) skips the first.
-Reads files only (verify/system/kernel.py).
+Reads files only (verify/system/kernel.py). The report's facts also carry the boot-time check's last result
+(/var/lib/rocm-fleet/boot-check/last.json, verify/report/boot_state.py): what the last boot found.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ import platform
 
 from verify.checks.host import Host
 from verify.debian.kernels import from_dpkg_status
-from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult
+from verify.report.boot_state import DEFAULT_DIR as BOOT_STATE_DIR
+from verify.report.boot_state import BootState
+from verify.report.hook_state import StateError
+from verify.report.report import FAIL, PASS, SKIP, WARN, BootCheckFacts, CheckResult, KernelFacts
 from verify.system.kernel import KernelState, read_kernel_state
 
 DRIVER, NEXT_BOOT, PACKAGES = "kernel.driver", "kernel.next_boot", "kernel.packages"
@@ -140,3 +144,32 @@ def check_packages(found: KernelState) -> CheckResult:
 def run(host: Host) -> list[CheckResult]:
     found = state(host)
     return [check_driver(found, host.options.gpu_required), check_next_boot(found), check_packages(found)]
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    return {"kernel": _kernel_facts(state(host)), "boot_check": _boot_check(host)}
+
+
+def _kernel_facts(found: KernelState) -> KernelFacts | None:
+    if found.running is None and not found.installed:
+        return None
+    running, nxt = found.kernel(found.running), found.kernel(found.next_boot)
+    return KernelFacts(
+        running=found.running,
+        next_boot=found.next_boot,
+        reboot_pending=found.reboot_pending,
+        amdgpu_loaded=found.amdgpu_loaded,
+        running_has_amdgpu=running.has_amdgpu if running else (False if found.running else None),
+        next_boot_has_amdgpu=nxt.has_amdgpu if nxt else None,
+        installed=tuple(k.release for k in found.installed),
+        without_amdgpu=tuple(k.release for k in found.installed if not k.has_amdgpu),
+    )
+
+
+def _boot_check(host: Host) -> BootCheckFacts | None:
+    """The boot-time check's last result on this host (None: none, or one that cannot be used)."""
+    try:
+        found = BootState(host.view.local(BOOT_STATE_DIR)).last()
+    except StateError:
+        return None
+    return found.facts() if found else None

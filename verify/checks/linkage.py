@@ -17,20 +17,18 @@ Each failure names the library, where the loader looked, and the fix.
 from __future__ import annotations
 
 import functools
-import os
 import posixpath
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Mapping
 
 from verify.checks import strays
-from verify.checks.host import Host
+from verify.checks.host import Host, result
 from verify.checks.versions import INSTALL_ROCM_FIX
 from verify.ld.elf import ElfError
 from verify.ld.fsview import FileSystemView
 from verify.ld.image import ALREADY_LOADED, MAIN_PROGRAM, NOT_FOUND, RPATH, RUNPATH, ProcessImage, Request
 from verify.ld.process import Analyser
-from verify.report.report import ELSEWHERE, FAIL, PASS, WARN, CheckResult
+from verify.report.report import ELSEWHERE, FAIL, PASS, WARN, CheckResult, StatusLine
 from verify.stack.bnb_library import BnbChoice, select_bnb_library
 from verify.stack.rocm_libraries import family, is_rocm_library
 from verify.stack.torch_loads import torch_import_dlopens
@@ -256,7 +254,7 @@ def _read_inputs(host: Host) -> LinkageInputs:
     if not bnb_dir.is_dir():
         return LinkageInputs(None)
     constants = torch_version_module(site_packages)
-    choice = select_bnb_library(bnb_dir, constants.get("hip"), host.options.environ, host.options.expect_rocm)
+    choice = select_bnb_library(bnb_dir, constants.get("hip"), host.options.environ, host.release)
     loads = torch_import_dlopens(site_packages, _python_tag(host.venv))
     return LinkageInputs(choice, tuple(host.view.image_path(p) for p in loads.dlopens), loads.notes)
 
@@ -309,3 +307,8 @@ def run(host: Host) -> list[CheckResult]:
     )
     evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
     return [CheckResult(result.id, result.title, result.status, result.reason, evidence)]
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    found = result(results, "linkage.static")
+    return {"linkage": StatusLine(found.status, found.reason, found.evidence.get("short")) if found else None}

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from verify.checks import runtime
 from verify.checks.host import Host
-from verify.report.report import FAIL, PASS, CheckResult
+from verify.report.report import FAIL, PASS, CheckResult, Nf4Run
 from verify.stack.gpu_arch import base_arch
 
 BROKEN = "the 4-bit kernels are wrong"
@@ -127,3 +127,11 @@ def run(host: Host) -> list[CheckResult]:
     if found is None or found.data is None:
         return []  # --static-only, or the probe died: runtime.torch says so
     return check_nf4(found.data)
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    return {"nf4": tuple(
+        Nf4Run(r.evidence.get("device"), r.status, r.evidence.get("roundtrip_mean_abs_error"),
+               bool(r.evidence.get("gpu_pass")))
+        for r in results if r.id.startswith("nf4.") and r.evidence
+    )}

@@ -1,6 +1,7 @@
 """Every check for one host, in order, into one report: `python -m verify check`'s engine.
 
-`CHECKS` is the list, in the order of the report; each module's `run(host)` returns its CheckResults:
+`CHECKS` is the list, in the order of the report. Each is a module with `run(host)`, its CheckResults, and
+`facts(host, results)`, the report's facts it knows (what the fleet summary shows):
 1. `linkage` — static linkage of python → torch → bitsandbytes' library, before anything is imported;
 2. `versions` — installed versions; `strays` — stray distro ROCm packages; `environment` — what a login's
    environment (LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION) and the venv's amdsmi change; `apt` — AMD's pin and
@@ -13,31 +14,11 @@ What several checks need (one view of the host's files, dpkg's packages, the pro
 
 from __future__ import annotations
 
-import platform
-import posixpath
-import socket
 import time
 
 from verify.checks import apt, environment, kernel, linkage, maps, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
-from verify.ld.fsview import FileSystemView
-from verify.report.boot_state import DEFAULT_DIR as BOOT_STATE_DIR
-from verify.report.boot_state import BootState
-from verify.report.hook_state import StateError
-from verify.report.report import (
-    CheckResult,
-    Facts,
-    Gpu,
-    HostInfo,
-    KernelFacts,
-    Nf4Run,
-    Report,
-    Request,
-    StatusLine,
-    build_report,
-)
-from verify.stack.gpu_arch import arch_supported, base_arch
-from verify.stack.venv_layout import dist_version, torch_version_module
+from verify.report.report import Facts, Report, build_report
 
 TOOL_VERSION = "0.1.0"
 
@@ -45,111 +26,16 @@ CHECKS = (linkage, versions, strays, environment, apt, kernel, runtime, maps, nf
 
 
 def run_checks(options: CheckOptions) -> Report:
-    """Every check, into one report. Raises venv_layout.VenvError for a --venv that is not a venv."""
+    """Every check, into one report. Raises venv_layout.VenvError for a --venv that is not a venv,
+    rocm_release.UnknownRelease for an --expect-rocm without a release file."""
     host = Host(options)
     checks = [result for check in CHECKS for result in check.run(host)]
-    request = Request(
-        venv=str(options.venv),
-        expect_rocm=options.expect_rocm,
-        expect_bitsandbytes=options.expect_bitsandbytes,
-        device=options.device,
-        gpu_required=options.gpu_required,
-        static_only=options.static_only,
-        root=str(options.root),
-        torch_label=options.torch_label,
-        expect_amd_repo=options.expect_amd_repo,
-    )
+    facts = Facts(**{key: value for check in CHECKS for key, value in check.facts(host, checks).items()})
     return build_report(
-        host=host_info(host.view),
-        request=request,
-        facts=_facts(host, checks),
+        host=host.info(),
+        request=host.request(),
+        facts=facts,
         checks=checks,
         generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         tool_version=TOOL_VERSION,
     )
-
-
-def host_info(view: FileSystemView) -> HostInfo:
-    pretty = None
-    try:
-        for line in view.local("/etc/os-release").read_text(encoding="utf-8").splitlines():
-            if line.startswith("PRETTY_NAME="):
-                pretty = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version())
-
-
-def _facts(host: Host, checks: list[CheckResult]) -> Facts:
-    """What the fleet summary shows, one value per column."""
-    options, venv = host.options, host.venv
-    probe = runtime.probe(host)
-    choice = linkage.inputs(host).choice
-    data = (probe.data if probe else None) or {}
-    torch_rt = data.get("torch") or {}
-    bnb_rt = data.get("bitsandbytes") or {}
-    gpus = None
-    if probe is not None:
-        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch")),
-                         d.get("integrated"), bool(d.get("work", True)))
-                     for d in torch_rt.get("devices") or [])
-    nf4_runs = tuple(
-        Nf4Run(check.evidence.get("device"), check.status, check.evidence.get("roundtrip_mean_abs_error"),
-               bool(check.evidence.get("gpu_pass")))
-        for check in checks if check.id.startswith("nf4.") and check.evidence
-    )
-    if probe is None:
-        mode = "none"
-    elif options.device == "cpu" or not (torch_rt.get("devices")):
-        mode = "cpu"
-    else:
-        mode = "gpu"
-    linkage_check = next((c for c in checks if c.id == "linkage.static"), None)
-    return Facts(
-        rocm=versions.rocm_info_version(host.view),
-        torch=dist_version(venv.site_packages, "torch"),
-        torch_hip=torch_version_module(venv.site_packages).get("hip"),
-        bitsandbytes=dist_version(venv.site_packages, "bitsandbytes"),
-        bnb_library=posixpath.basename(bnb_rt.get("library_file") or "") or (choice.name if choice else None),
-        gpus=gpus,
-        device_mode=mode,
-        linkage=(StatusLine(linkage_check.status, linkage_check.reason, linkage_check.evidence.get("short"))
-                 if linkage_check else None),
-        strays=strays.facts(host),
-        nf4=nf4_runs,
-        kernel=_kernel_facts(host),
-        apt_pin=_status_line(checks, "apt.pin"),
-        environment=_status_line(checks, "environment.loader"),
-        boot_check=_boot_check(host),
-    )
-
-
-def _status_line(checks: list[CheckResult], check_id: str) -> StatusLine | None:
-    found = next((c for c in checks if c.id == check_id), None)
-    return StatusLine(found.status, found.reason) if found else None
-
-
-def _kernel_facts(host: Host) -> KernelFacts | None:
-    found = kernel.state(host)
-    if found.running is None and not found.installed:
-        return None
-    running, nxt = found.kernel(found.running), found.kernel(found.next_boot)
-    return KernelFacts(
-        running=found.running,
-        next_boot=found.next_boot,
-        reboot_pending=found.reboot_pending,
-        amdgpu_loaded=found.amdgpu_loaded,
-        running_has_amdgpu=running.has_amdgpu if running else (False if found.running else None),
-        next_boot_has_amdgpu=nxt.has_amdgpu if nxt else None,
-        installed=tuple(k.release for k in found.installed),
-        without_amdgpu=tuple(k.release for k in found.installed if not k.has_amdgpu),
-    )
-
-
-def _boot_check(host: Host):
-    """The boot-time check's last result on this host, as the report carries it (None: none, or unusable)."""
-    try:
-        found = BootState(host.view.local(BOOT_STATE_DIR)).last()
-    except StateError:
-        return None
-    return found.facts() if found else None

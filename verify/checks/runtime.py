@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import subprocess
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
+from verify.checks import linkage
 from verify.checks.host import Host
-from verify.stack.gpu_arch import BNB_ROCM72_ARCHS, arch_supported, base_arch
 from verify.checks.versions import INSTALL_ROCM_FIX
-from verify.report.report import FAIL, PASS, WARN, CheckResult
-from verify.stack.bnb_library import release_tag
+from verify.report.report import FAIL, PASS, WARN, CheckResult, Gpu
+from verify.stack.gpu_arch import arch_supported, base_arch
 from verify.stack.rocm_libraries import is_rocm_library
+from verify.stack.rocm_release import RocmRelease
 
 NATIVE_CLASS = "CudaBNBNativeLibrary"  # bitsandbytes' class for a loaded CUDA/ROCm library
 MOCK_CLASS = "ErrorHandlerMockBNBNativeLibrary"  # what it installs when loading failed
@@ -49,8 +51,13 @@ class ProbeRun:
 class RuntimeExpectations:
     release: str  # "7.2.4"
     device: str  # "auto" | "cpu"
-    gpu_required: bool = True
-    expected_bnb_library: str = "libbitsandbytes_rocm72.so"
+    gpu_required: bool
+    expected_bnb_library: str  # "libbitsandbytes_rocm72.so"
+    gpu_archs: frozenset[str]  # what the release's builds have kernels for
+
+    @classmethod
+    def of(cls, release: RocmRelease, device: str, gpu_required: bool = True) -> RuntimeExpectations:
+        return cls(release.release, device, gpu_required, release.bitsandbytes_library, release.gpu_archs)
 
     @property
     def major_minor(self) -> str:
@@ -150,9 +157,9 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
     devices = torch.get("devices") or []
     env = probe.get("env", {})
     evidence = {
-        "devices": [dict(d, supported=arch_supported(d.get("arch"))) for d in devices],
+        "devices": [dict(d, supported=arch_supported(d.get("arch"), want.gpu_archs)) for d in devices],
         "visibility_env": {k: v for k, v in env.items() if k.endswith("VISIBLE_DEVICES") or k == "GPU_DEVICE_ORDINAL"},
-        "bnb_rocm72_archs": sorted(BNB_ROCM72_ARCHS),
+        "bnb_rocm72_archs": sorted(want.gpu_archs),  # the key predates release files
         "device_mode": want.device,
         "gpu_required": want.gpu_required,
     }
@@ -176,7 +183,7 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
             "runtime.devices", title, WARN,
             f"no GPU on this host and none required: NF4 ran on the CPU — not a GPU pass ({visibility})", evidence,
         )
-    unsupported = [d for d in devices if not arch_supported(d.get("arch"))]
+    unsupported = [d for d in devices if not arch_supported(d.get("arch"), want.gpu_archs)]
     if unsupported:
         names = ", ".join(f"GPU {d['index']} is {base_arch(d.get('arch')) or 'unknown'}" for d in unsupported)
         return CheckResult(
@@ -270,11 +277,25 @@ def run(host: Host) -> list[CheckResult]:
     found = probe(host)
     if found is None:
         return []
-    options = host.options
-    want = RuntimeExpectations(
-        release=options.expect_rocm,
-        device=options.device,
-        gpu_required=options.gpu_required,
-        expected_bnb_library=f"libbitsandbytes_rocm{release_tag(options.expect_rocm)}.so",
-    )
+    want = RuntimeExpectations.of(host.release, host.options.device, host.options.gpu_required)
     return judge_runtime(found, want)
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    found = probe(host)
+    data = (found.data if found else None) or {}
+    devices = (data.get("torch") or {}).get("devices") or []
+    gpus = None
+    if found is not None:
+        archs = host.release.gpu_archs
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs))
+                     for d in devices)
+    if found is None:
+        mode = "none"
+    elif host.options.device == "cpu" or not devices:
+        mode = "cpu"
+    else:
+        mode = "gpu"
+    choice = linkage.inputs(host).choice  # the library bitsandbytes loaded, else the one it would pick
+    loaded = posixpath.basename((data.get("bitsandbytes") or {}).get("library_file") or "")
+    return {"bnb_library": loaded or (choice.name if choice else None), "gpus": gpus, "device_mode": mode}

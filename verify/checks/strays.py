@@ -30,7 +30,7 @@ def strays(host: Host) -> Strays:
 
 def _find(host: Host) -> Strays:
     try:
-        return Strays(find_strays(host.options.root, host.packages, view=host.view))
+        return Strays(find_strays(host.options.root, host.packages, view=host.view, sonames=host.release.sonames))
     except (OSError, ValueError) as error:
         return Strays(None, str(error))
 
@@ -45,7 +45,11 @@ def owners(host: Host) -> dict[str, str]:
     return owned
 
 
-def facts(host: Host) -> StraysFacts | None:
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    return {"strays": _summary(host)}
+
+
+def _summary(host: Host) -> StraysFacts | None:
     """What the fleet summary shows of the strays (None: the database could not be read)."""
     found = strays(host).report
     if found is None:

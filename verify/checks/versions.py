@@ -15,8 +15,8 @@ from pathlib import Path
 
 from verify.checks.host import Host
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
-from verify.report.report import FAIL, PASS, CheckResult
 from verify.ld.fsview import FileSystemView
+from verify.report.report import FAIL, PASS, CheckResult
 from verify.stack.venv_layout import Venv, dist_version, torch_version_module
 
 INSTALL_ROCM_FIX = "install ROCm {release} (amdgpu-install -y --usecase=rocm --no-dkms)"
@@ -127,3 +127,13 @@ def run(host: Host) -> list[CheckResult]:
         check_torch_build(host.venv, options.expect_rocm),
         check_bitsandbytes_version(host.venv, options.expect_bitsandbytes),
     ]
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    site_packages = host.venv.site_packages
+    return {
+        "rocm": rocm_info_version(host.view),
+        "torch": dist_version(site_packages, "torch"),
+        "torch_hip": torch_version_module(site_packages).get("hip"),
+        "bitsandbytes": dist_version(site_packages, "bitsandbytes"),
+    }

@@ -106,6 +106,7 @@ def hook(args: argparse.Namespace) -> list[str]:
     from verify.report.drift import compare_reports
     from verify.report.hook_state import HookResult, HookState, StateError
     from verify.report.report import ReportError
+    from verify.stack.rocm_release import UnknownRelease
     from verify.stack.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
@@ -121,6 +122,8 @@ def hook(args: argparse.Namespace) -> list[str]:
         report = run_checks(options)
     except VenvError as error:
         raise _OneLine(f"no check — {error}") from None
+    except UnknownRelease as error:
+        raise _OneLine(f"not run — --expect-rocm: {error} (run tasks/apt_hook.py again)") from None
 
     lines: list[str] = []
     state = HookState(args.state_dir)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
+from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -57,6 +58,8 @@ def options_from(args: argparse.Namespace, command: str = "verify check") -> Che
     """The CheckOptions of these arguments, or the one line that says why they are bad usage."""
     if not _RELEASE.match(args.expect_rocm):
         return f"{command}: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4"
+    if args.expect_rocm not in known_releases():
+        return f"{command}: --expect-rocm: {UnknownRelease.of(args.expect_rocm)}"
     if not args.venv.is_absolute():
         return f"{command}: --venv {args.venv} must be an absolute path"
     if not args.root.is_dir():

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 
-from verify.ld import image as m
 from verify.commands.ldd import add_common_options, library_path_of
+from verify.ld import image as m
 from verify.ld.elf import ElfError
 from verify.ld.process import Analyser, Dlopen
 

@@ -1,4 +1,5 @@
-"""Which installed packages are distro-archive ROCm ("strays"), and which SONAMEs a ROCm 7.2 consumer asks for — as data.
+"""Which installed packages are distro-archive ROCm ("strays") — as data. (Which SONAMEs a consumer of a release
+asks for is the release's data: verify/stack/releases/.)
 
 A stray is a package built from one of the ROCm *source* packages of Debian or Ubuntu. The source name is the rule
 because it is what every binary of a ROCm component shares (rocm-hipamd -> libamdhip64-5, hipcc, libhiprtc-builtins5,
@@ -66,45 +67,6 @@ AMD_MAINTAINER = re.compile(r"@amd\.com>?\s*$", re.IGNORECASE)
 # AMD's versions carry the release's build number (major*10000 + minor*100 + patch, 5 or 6 digits) as the last
 # upstream component: "7.2.4.70204-93~24.04", "1.0.0.70204-93~24.04", "2.2.0.60202-116~22.04".
 AMD_VERSION = re.compile(r"^(?:\d+:)?[0-9.]+\.\d{5,6}-")
-
-# SONAMEs that ROCm 7.2 libraries carry, i.e. names a ROCm 7.2 consumer (bitsandbytes' libbitsandbytes_rocm72.so,
-# torch's bundled libraries, anything linked against /opt/rocm-7.2.4) asks the loader for. A distro library with one
-# of these SONAMEs can be bound instead of ROCm 7.2's — that is the trap. Known overlaps with the distro packages:
-# libhsa-runtime64.so.1 and librocm_smi64.so.1 (checked, see shared/notes/rocm-stack.md); librocrand.so.1,
-# libhiprand.so.1, librccl.so.1, librocfft.so.0, libhipfft.so.0, librocsolver.so.0, libroctx64.so.4 and
-# librocm-dbgapi.so.0 keep the same SOVERSION upstream between the distro's 5.x/6.x and 7.2 (from upstream CMake
-# files, not checked on a ROCm 7.2.4 host: repo.radeon.com is out of reach from where this was written).
-# Distro libraries whose SONAME differs (libamdhip64.so.5 vs .so.7, libamd_comgr.so.2 vs .so.3, librocblas.so.0 vs
-# .so.5, libhipblas.so.0 vs .so.3 …) cannot be bound by name and are reported as strays without this flag.
-ROCM_7_2_SONAMES = frozenset(
-    {
-        "libamdhip64.so.7",
-        "libhiprtc.so.7",
-        "libamd_comgr.so.3",
-        "libhsa-runtime64.so.1",
-        "librocm_smi64.so.1",
-        "libamd_smi.so.26",
-        "librocprofiler-register.so.0",
-        "libroctx64.so.4",
-        "libroctracer64.so.4",
-        "librocm-dbgapi.so.0",
-        "librocblas.so.5",
-        "libhipblas.so.3",
-        "libhipblaslt.so.1",
-        "librocsolver.so.0",
-        "libhipsolver.so.1",
-        "librocsparse.so.1",
-        "libhipsparse.so.4",
-        "librocfft.so.0",
-        "libhipfft.so.0",
-        "librocrand.so.1",
-        "libhiprand.so.1",
-        "librccl.so.1",
-        "libMIOpen.so.1",
-        "librocalution.so.1",
-        "librocalution_hip.so.1",
-    }
-)
 
 
 def is_amd_version(version: str) -> bool:

@@ -1,5 +1,6 @@
 """Stray distro-archive ROCm packages on a system: which are installed, what needs them, and which ship a library a
-ROCm 7.2 consumer could bind to by SONAME.
+consumer of the expected ROCm release could bind to by SONAME (the release's `sonames`; the JSON keeps the name
+`rocm_7_2_soname(s)` of schema verify.strays/1).
 
 Reads `var/lib/dpkg/status` once, the file lists (`var/lib/dpkg/info/*.list`) and the ELF headers of the shared
 libraries only of the strays, and apt's auto-installed marks. It is meant to run after every dpkg run (the apt hook),
@@ -16,10 +17,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.debian.distro_rocm import ROCM_7_2_SONAMES, is_distro_rocm
+from verify.debian.distro_rocm import is_distro_rocm
 from verify.debian.dpkg import DpkgPackage, InstalledSet, auto_installed, file_list, native_architecture, read_status
 from verify.ld.elf import ElfError, read_elf
 from verify.ld.fsview import FileSystemView
+from verify.stack.rocm_release import newest_release
 
 SCHEMA = "verify.strays/1"
 
@@ -59,22 +61,19 @@ class Dependent:
 @dataclass(frozen=True)
 class SharedLibrary:
     """A shared library a stray installed, with the SONAME from its own ELF header (None: it has none, or the file
-    could not be read — then `error` says why)."""
+    could not be read — then `error` says why), and whether the expected release's libraries carry that SONAME."""
 
     path: str
     soname: str | None
     error: str | None = None
-
-    @property
-    def rocm_7_2_soname(self) -> bool:
-        return self.soname in ROCM_7_2_SONAMES
+    rocm_7_2_soname: bool = False  # a consumer of the expected release could bind to it (the name is the schema's)
 
     def to_json(self) -> dict:
         return {"path": self.path, "soname": self.soname, "rocm_7_2_soname": self.rocm_7_2_soname, "error": self.error}
 
     @classmethod
     def from_json(cls, data: dict) -> SharedLibrary:
-        return cls(data["path"], data["soname"], data.get("error"))
+        return cls(data["path"], data["soname"], data.get("error"), bool(data["rocm_7_2_soname"]))
 
 
 @dataclass(frozen=True)
@@ -204,7 +203,7 @@ def _dependents_by_stray(
     return {key: tuple(dependents) for key, dependents in found.items()}
 
 
-def _libraries(view: FileSystemView, paths: tuple[str, ...]) -> tuple[SharedLibrary, ...]:
+def _libraries(view: FileSystemView, paths: tuple[str, ...], sonames: frozenset[str]) -> tuple[SharedLibrary, ...]:
     found = []
     for path in paths:
         directory, name = posixpath.split(path)
@@ -219,7 +218,8 @@ def _libraries(view: FileSystemView, paths: tuple[str, ...]) -> tuple[SharedLibr
         if os.path.islink(on_disk) or not os.path.isfile(on_disk):
             continue
         try:
-            found.append(SharedLibrary(path, read_elf(path, opened_path=on_disk).soname))
+            soname = read_elf(path, opened_path=on_disk).soname
+            found.append(SharedLibrary(path, soname, rocm_7_2_soname=soname in sonames))
         except ElfError as error:
             found.append(SharedLibrary(path, None, error.reason))
     return tuple(found)
@@ -253,10 +253,11 @@ def _auto_installed(package: DpkgPackage, marked: frozenset[str], native: str) -
 
 
 def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None = None,
-                view: FileSystemView | None = None) -> StraysReport:
+                view: FileSystemView | None = None, sonames: frozenset[str] | None = None) -> StraysReport:
     """The stray distro ROCm packages installed under `root` (raises dpkg.DpkgDatabaseError if it has no dpkg
     database). `packages`: its status file's packages, when the caller has parsed them already; `view`: the caller's
-    view of the files under `root`, when it has one."""
+    view of the files under `root`, when it has one; `sonames`: those of the expected release (default: the newest
+    known release's)."""
     root_path = Path(root)
     if packages is None:
         packages = read_status(root_path)
@@ -283,6 +284,7 @@ def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None
     stray_keys = set(dependents_of)
 
     view = view or FileSystemView(os.fspath(root))
+    sonames = newest_release().sonames if sonames is None else sonames
     report = []
     for stray in sorted(strays, key=lambda package: (package.name, package.architecture)):
         listed = file_list(root_path, stray)
@@ -296,7 +298,7 @@ def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None
                 state=stray.state,
                 auto_installed=_auto_installed(stray, auto, native),
                 dependents=dependents_of[stray.key],
-                libraries=_libraries(view, listed or ()),
+                libraries=_libraries(view, listed or (), sonames),
                 pulled_in_by=_pulled_in_by(stray_keys, dependents_of, stray.key),
                 file_list_missing=listed is None,
             )

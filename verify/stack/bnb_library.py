@@ -10,8 +10,9 @@ Rules (read from the 0.50.1 wheel's cextension.py / cuda_specs.py):
   "714" → 7.14): exact match; else the highest lower one of the same major; else the lowest higher one of the same
   major (both with a warning); else the exact, non-existent name (bitsandbytes then fails "No compatible … binary").
   A chosen file that does not exist is the caller's finding (`BnbChoice.path.exists()`).
-- when torch is not a ROCm build at all, this verifier uses the library for the *expected* release, so the linkage
-  of what the host should run is still checked (the torch build is failed by its own check).
+- when torch is not a ROCm build at all, this verifier uses the library for the *expected* release (its release
+  file's `bitsandbytes_library`), so the linkage of what the host should run is still checked (the torch build is
+  failed by its own check).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
+
+from verify.stack.rocm_release import RocmRelease
 
 SUFFIX = ".so"
 
@@ -48,7 +51,8 @@ def hip_version_tuple(hip: str | None) -> tuple[int, int] | None:
 
 
 def release_tag(release: str) -> str:
-    """'7.2.4' → '72', the tag of bitsandbytes' library for that ROCm release."""
+    """'7.2.4' → '72', the tag bitsandbytes names its library for that ROCm release with (release files name the
+    library itself; a test holds them to this rule)."""
     major, minor = release.split(".")[:2]
     return f"{int(major)}{int(minor)}"
 
@@ -68,14 +72,13 @@ def packaged_rocm_libraries(package_dir: Path) -> dict[tuple[int, int], Path]:
 
 
 def select_bnb_library(
-    package_dir: Path, torch_hip: str | None, environ: Mapping[str, str], expected_release: str
+    package_dir: Path, torch_hip: str | None, environ: Mapping[str, str], expected: RocmRelease
 ) -> BnbChoice:
     """The library bitsandbytes would load from `package_dir` (the installed bitsandbytes/ directory)."""
     if not torch_hip:
-        tag = release_tag(expected_release)
         return BnbChoice(
-            package_dir / f"libbitsandbytes_rocm{tag}{SUFFIX}",
-            f"torch is not a ROCm build: checking the library for ROCm {expected_release} instead",
+            package_dir / expected.bitsandbytes_library,
+            f"torch is not a ROCm build: checking the library for ROCm {expected.release} instead",
         )
     override = environ.get("BNB_ROCM_VERSION")
     if override is not None:

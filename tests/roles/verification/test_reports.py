@@ -34,7 +34,7 @@ def test_a_usage_error_has_no_report_and_keeps_the_verifiers_line():
 def test_output_that_is_not_a_report_this_controller_reads():
     assert "not JSON" in parse_check_output("{broken\n" + f"{EXIT_MARKER}1").error
     assert "not a rocm-fleet report" in parse_check_output('{"kind": "other"}').error
-    newer = json.dumps({"kind": "rocm-fleet.verify-report", "schema_version": 2})
+    newer = json.dumps({"kind": "rocm-fleet.verify-report", "schema_version": 3})
     assert "update the checkout" in parse_check_output(newer).error
     assert parse_check_output("", "").exit_code is None
 

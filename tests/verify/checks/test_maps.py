@@ -17,8 +17,8 @@ from tests.support.venvs import site_packages
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
 from verify.checks.linkage import Places
 from verify.checks.maps import compare_maps
-from verify.ld.process import resolve_process
 from verify.checks.runtime import run_probe
+from verify.ld.process import resolve_process
 from verify.stack.torch_loads import torch_import_dlopens
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
 from verify.checks.nf4 import BOUNDS, check_nf4
-from verify.report.report import FAIL, PASS, WARN
 from verify.checks.runtime import (
     MOCK_CLASS,
     NATIVE_CLASS,
@@ -22,8 +21,10 @@ from verify.checks.runtime import (
     check_devices,
     judge_runtime,
 )
+from verify.report.report import FAIL, PASS, WARN
+from verify.stack.rocm_release import rocm_release
 
-WANT_GPU = RuntimeExpectations(release="7.2.4", device="auto", gpu_required=True)
+WANT_GPU = RuntimeExpectations.of(rocm_release("7.2.4"), "auto", gpu_required=True)
 
 
 @pytest.mark.slow
@@ -127,7 +128,7 @@ def test_arch_with_target_features_is_matched_on_its_base_name():
 def test_no_gpu_fails_when_required_and_warns_when_not():
     failed = check_devices(_probe([], env={"HIP_VISIBLE_DEVICES": ""}), WANT_GPU)
     assert failed.status == FAIL and "HIP_VISIBLE_DEVICES=''" in failed.reason
-    relaxed = RuntimeExpectations(release="7.2.4", device="auto", gpu_required=False)
+    relaxed = RuntimeExpectations.of(rocm_release("7.2.4"), "auto", gpu_required=False)
     assert check_devices(_probe([]), relaxed).status == WARN
 
 

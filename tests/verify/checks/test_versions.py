@@ -7,8 +7,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.verify_runs import torch_cpu_venv
-from verify.debian.dpkg import read_status
-from verify.ld.fsview import FileSystemView
 from verify.checks.versions import (
     check_bitsandbytes_version,
     check_system_rocm,
@@ -16,6 +14,8 @@ from verify.checks.versions import (
     dpkg_installed_version,
     release_of,
 )
+from verify.debian.dpkg import read_status
+from verify.ld.fsview import FileSystemView
 from verify.stack.venv_layout import find_venv
 
 

@@ -129,6 +129,9 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
      f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"),
     ("bad hook line", ["--expect-rocm", "7.2"],
      f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)"),
+    ("unknown release", ["--expect-rocm", "7.2.9"],
+     f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a release is "
+     "added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)"),
     ("unknown argument", ["--bogus"],
      f"{PREFIX} not run — unrecognized arguments: --bogus (the hook line in /etc/apt/apt.conf.d is wrong: run "
      "tasks/apt_hook.py again)"),

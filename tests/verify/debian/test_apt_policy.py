@@ -18,11 +18,13 @@ from verify.debian.apt_policy import (
     pins_origin,
 )
 from verify.report.report import FAIL, PASS
-from verify.stack.release_data import release_data
+from verify.stack.rocm_release import rocm_release
 from tests.support.apt_sandbox import AptSandbox
 
 DATA = Path(__file__).parent / "data" / "apt_policy"
-APT = release_data("7.2.4").apt
+RELEASE = rocm_release("7.2.4")
+APT = RELEASE.apt
+NAMES = tuple(p.name for p in RELEASE.colliding_packages)
 DEBIAN_12 = [("rocminfo", "5.2.3-2"), ("hipcc", "5.2.3-8"), ("rocm-cmake", "5.4.0-1"), ("rocm-device-libs", "5.2.3-2")]
 AMD_7_2_4 = [("rocminfo", "1.0.0.70204-93~22.04"), ("hipcc", "1.1.1.70204-93~22.04"),
              ("rocm-cmake", "0.14.0.70204-93~22.04"), ("rocm-device-libs", "1.0.0.70204-93~22.04")]
@@ -63,7 +65,7 @@ def _judge(apt: AptSandbox):
     apt.update()
     pins = [pin for path in sorted((apt.etc / "preferences.d").iterdir())
             for pin in parse_preferences(path.read_text(), f"/etc/apt/preferences.d/{path.name}")]
-    return judge_pin(APT, pins, parse_package_policies(apt.policy(*APT.colliding_names)),
+    return judge_pin(RELEASE, pins, parse_package_policies(apt.policy(*NAMES)),
                      parse_package_files(apt.policy()))
 
 

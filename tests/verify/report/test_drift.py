@@ -13,7 +13,18 @@ import shutil
 import pytest
 
 from tests.support.drift_images import Workstation, verify_report
-from verify.report.drift import BETTER, CHANGED, CHECKS, LINKAGE, STRAYS, VERSIONS, WORSE, Change, Drift, compare_reports
+from verify.report.drift import (
+    BETTER,
+    CHANGED,
+    CHECKS,
+    LINKAGE,
+    STRAYS,
+    VERSIONS,
+    WORSE,
+    Change,
+    Drift,
+    compare_reports,
+)
 from verify.report.report import Report
 
 BOOKWORM_STRAYS_WORSE = [

@@ -16,6 +16,9 @@ import pytest
 from tests.support.venvs import site_packages
 from tests.support.verify_runs import torch_cpu_venv
 from verify.stack.bnb_library import hip_version_tuple, packaged_rocm_libraries, release_tag, select_bnb_library
+from verify.stack.rocm_release import rocm_release
+
+R724 = rocm_release("7.2.4")
 
 CASES = [
     # (torch.version.hip, BNB_ROCM_VERSION or None)
@@ -62,7 +65,7 @@ def test_selection_matches_bitsandbytes_own_code_on_the_real_wheel():
     package = site_packages(venv) / "bitsandbytes"
     for (hip, override), want in zip(CASES, oracle):
         env = {} if override is None else {"BNB_ROCM_VERSION": override}
-        choice = select_bnb_library(package, hip, env, "7.2.4")
+        choice = select_bnb_library(package, hip, env, R724)
         if want["error"]:
             assert choice.error, (hip, override, want)
             continue
@@ -75,11 +78,11 @@ def test_selection_matches_bitsandbytes_own_code_on_the_real_wheel():
 
 
 def test_torch_without_hip_gets_the_library_of_the_expected_release(tmp_path: Path):
-    choice = select_bnb_library(tmp_path, None, {}, "7.2.4")
+    choice = select_bnb_library(tmp_path, None, {}, R724)
     assert choice.name == "libbitsandbytes_rocm72.so" and "not a ROCm build" in choice.rule
     assert release_tag("6.4.3") == "64" and release_tag("7.14.0") == "714"
 
 
 def test_unreadable_hip_version_is_an_error_not_a_guess(tmp_path: Path):
     assert hip_version_tuple("7") is None and hip_version_tuple("seven.two") is None
-    assert select_bnb_library(tmp_path, "7", {}, "7.2.4").error
+    assert select_bnb_library(tmp_path, "7", {}, R724).error
