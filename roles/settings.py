@@ -106,6 +106,12 @@ SCHEMA: tuple[Key, ...] = (
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
         meaning="how long apt waits for another apt/dpkg run to release the dpkg lock before the host fails"),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
+    Key("boot_check", "bool", True, boolean,
+        meaning="install rocm-fleet-boot-check.service, which runs the full check (runtime and NF4 included) once per "
+                "boot after the kernel or boot id changed; False removes it"),
+    Key("new_users_gpu_groups", "bool", True, boolean,
+        meaning="accounts made later with adduser join render and video (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS in "
+                "/etc/adduser.conf, as AMD's docs say)"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
     Key("reports_dir", "controller path", "reports", controller_path,
@@ -141,6 +147,8 @@ class HostSettings:
     stray_policy: str
     dpkg_lock_timeout: int
     apt_hook: bool
+    boot_check: bool
+    new_users_gpu_groups: bool
     verify_device: str
     reports_dir: str
 

@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from verify.checks.apt import pin_text
+from verify.debian.apt_policy import parse_preferences, pins_origin
 from verify.debian.debversion import compare_versions
 from verify.debian.distro_rocm import is_amd_version
+from verify.debian.kernels import KernelPackage, installed_kernels, meta_packages, newest, parse_dpkg_query_lines
 from verify.debian.strays import Stray, StraysReport, find_strays
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
 from verify.report.drift import Drift, compare_reports
 from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+from verify.system.modprobe import Block, blocks_in_cmdline, blocks_in_modprobe_conf
+from verify.system.pci_ids import integrated_gpu_name
 from verify.stack.rocm_release import (
     CollidingPackage,
     RocmRelease,
@@ -30,8 +35,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 __all__ = [
     "FAIL", "PASS", "WARN", "PACKAGE_DIR",
-    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Report", "ReportError", "RocmRelease",
-    "Stray", "StraysReport", "UnknownRelease",
-    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "known_releases", "ldd_lines",
-    "parse_ldd_output", "release_with_build", "rocm_release",
+    "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "KernelPackage", "Report",
+    "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease",
+    "blocks_in_cmdline", "blocks_in_modprobe_conf", "compare_reports", "compare_versions", "find_strays",
+    "installed_kernels", "integrated_gpu_name", "is_amd_version", "known_releases", "ldd_lines", "meta_packages",
+    "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "pin_text", "pins_origin",
+    "release_with_build", "rocm_release",
 ]

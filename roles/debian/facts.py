@@ -9,6 +9,7 @@ import shlex
 from pyinfra.api import FactBase
 
 from roles.debian.installed_rocm import RocmInstallation, parse_installation
+from roles.debian.kernel import HostKernels, parse_host_kernels
 from roles.debian.os_support import OsRelease, parse_os_release
 from roles.debian.packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
 
@@ -73,3 +74,44 @@ class AptRemovalSimulation(FactBase):
 
     def process(self, output) -> tuple[tuple[str, str], ...]:
         return parse_apt_removal(output)
+
+
+# Where a kernel keeps amdgpu.ko (verify/system/kernel.py's MODULE_DIRS), and where kmod reads modprobe.d files.
+_AMDGPU_GLOBS = " ".join(f"\"$d\"/{sub}/amdgpu.ko*" for sub in (
+    "kernel/drivers/gpu/drm/amd/amdgpu", "updates/dkms", "updates", "extra"))
+_MODPROBE_D = "/etc/modprobe.d /run/modprobe.d /usr/local/lib/modprobe.d /usr/lib/modprobe.d /lib/modprobe.d"
+
+
+class KernelDriver(FactBase):
+    """The kernel side of the GPU (roles/debian/kernel.py): the running kernel, every /lib/modules/<release> and its
+    amdgpu.ko, /boot/vmlinuz-*, amdgpu loaded, /dev/kfd, /run/reboot-required, /proc/cmdline, modprobe.d lines about
+    amdgpu, dpkg's linux-* packages, and which headers and modules-extra packages apt knows for the running kernel
+    and the newest installed one."""
+
+    def command(self) -> str:
+        return (
+            "r=$(uname -r); echo \"running $r\"; "
+            "for d in /lib/modules/*; do [ -d \"$d\" ] || continue; "
+            f"echo \"modules ${{d##*/}} $(ls -1 {_AMDGPU_GLOBS} 2>/dev/null | head -n 1)\"; done; "
+            "for f in /boot/vmlinuz-*; do [ -e \"$f\" ] && echo \"image ${f#/boot/vmlinuz-}\"; done; "
+            "if [ -d /sys/module/amdgpu ]; then echo 'loaded yes'; else echo 'loaded no'; fi; "
+            "if [ -c /dev/kfd ]; then echo 'kfd yes'; else echo 'kfd no'; fi; "
+            "if [ -e /run/reboot-required ]; then echo 'reboot-required yes'; else echo 'reboot-required no'; fi; "
+            "echo \"cmdline $(cat /proc/cmdline 2>/dev/null)\"; "
+            f"for dir in {_MODPROBE_D}; do for f in \"$dir\"/*.conf; do [ -f \"$f\" ] || continue; "
+            "grep -n -E '^[[:space:]]*(blacklist|install)[[:space:]]+amdgpu' \"$f\" 2>/dev/null | "
+            "sed \"s|^|modprobe $f:|\"; done; done; "
+            "dpkg-query -W -f='pkg ${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*' "
+            "2>/dev/null; "
+            "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
+            "for k in \"$r\" $n; do for p in linux-headers-$k linux-modules-extra-$k; do "
+            "if apt-cache show --no-all-versions \"$p\" >/dev/null 2>&1; then echo \"available $p\"; fi; "
+            "done; done; true"
+        )
+
+    def process(self, output) -> HostKernels:
+        return parse_host_kernels(list(output))
+
+    @staticmethod
+    def default() -> HostKernels:
+        return parse_host_kernels([])

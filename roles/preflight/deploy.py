@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pyinfra import host
+from pyinfra import host, logger
 
-from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile
 from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
 from roles.preflight.model import PreflightInput, check, disk_needs
 from roles.settings import HostSettings
@@ -28,7 +28,10 @@ def preflight(settings: HostSettings) -> None:
         free=host.get_fact(FreeSpaceFor, paths=[need.path for need in needs]),
         required_users=users,
         existing_users=host.get_fact(ExistingUsers, users=list(users)),
+        kernels=host.get_fact(KernelDriver),
     ))
+    for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
+        host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)
     if verdict.fit:
         note(verdict.summary, name="host is fit")
     else:

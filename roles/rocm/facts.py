@@ -39,3 +39,37 @@ class GroupAccounts(FactBase):
     @staticmethod
     def default() -> Accounts:
         return Accounts(groups=frozenset(), memberships={})
+
+
+class AptPreferences(FactBase):
+    """The text of /etc/apt/preferences and of the files apt reads in /etc/apt/preferences.d (no extension, or
+    .pref), each after a `==> PATH` line; processed into whether one pins AMD's origin (roles/rocm/driver.py)."""
+
+    def command(self) -> str:
+        return ("for f in /etc/apt/preferences /etc/apt/preferences.d/*; do [ -f \"$f\" ] || continue; "
+                "case \"${f##*/}\" in *.pref|preferences) ;; *.*) continue ;; esac; "
+                "echo \"==> $f\"; cat \"$f\"; echo; done")
+
+    def process(self, output) -> list[str]:
+        return list(output)
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+
+class AdduserConf(FactBase):
+    """/etc/adduser.conf, as it is (None when it does not exist)."""
+
+    def command(self) -> str:
+        return "if [ -f /etc/adduser.conf ]; then echo '==> /etc/adduser.conf'; cat /etc/adduser.conf; fi"
+
+    def process(self, output) -> str | None:
+        lines = list(output)
+        if not lines or lines[0] != "==> /etc/adduser.conf":
+            return None
+        return "\n".join(lines[1:]) + "\n"
+
+    @staticmethod
+    def default() -> None:
+        return None

@@ -36,6 +36,8 @@ def check_arguments(settings: HostSettings) -> list[str]:
         arguments.insert(-1, "--no-gpu-required")
     if settings.torch_label:
         arguments[-1:-1] = ["--torch-label", settings.torch_label]
+    if settings.rocm_install == "install":  # ROCm comes from AMD's repositories: their pin and lists are checked
+        arguments.insert(-1, "--expect-amd-repo")
     return arguments
 
 

@@ -102,13 +102,20 @@ def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
         ("ROCm | Install amdgpu-install 7.2.4.70204-1", [f"{LOCK}{APT} install {DEB}"]),
         # Planned on a host without the installer, the lists are checked when the operation runs, after it.
         ("ROCm | Check AMD's apt lists", []),
+        ("ROCm | AMD's apt pin (o=repo.radeon.com, 600)", []),  # likewise: the installer deb brings it
         ("ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)", [
             f"{LOCK}{APT} update",
             f"{LOCK}amdgpu-install -y --usecase=rocm --no-dkms",
             "test -d /opt/rocm-7.2.4 || { echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output "
             "above' >&2; exit 1; }"]),
         ("ROCm | /opt/rocm -> /opt/rocm-7.2.4", []),
+        ("ROCm | Kernel packages for the in-box amdgpu driver", []),  # generic kernel: modules-extra is there
         ("GPU access | workstation_users in render and video", ["usermod -a -G render,video maria"]),
+        ("GPU access | New accounts join render and video (/etc/adduser.conf)", [
+            "printf %s '#EXTRA_GROUPS=\"users\"\n#ADD_EXTRA_GROUPS=0\n\n# rocm-fleet: new accounts join the GPU groups "
+            "(AMD'\"'\"'s post-install docs)\nADD_EXTRA_GROUPS=1\nEXTRA_GROUPS=\"users render video\"\n' > "
+            "/etc/adduser.conf.rocm-fleet-new && chmod 644 /etc/adduser.conf.rocm-fleet-new && mv -f "
+            "/etc/adduser.conf.rocm-fleet-new /etc/adduser.conf"]),
     ]
 
 
@@ -146,9 +153,12 @@ def test_provisioned_host_changes_nothing(plan):
         "Colliding packages | Remove distro packages that block amdgpu-install",
         "ROCm | Install amdgpu-install 7.2.4.70204-1",
         "ROCm | Check AMD's apt lists",
+        "ROCm | AMD's apt pin (o=repo.radeon.com, 600)",
         "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
         "ROCm | /opt/rocm -> /opt/rocm-7.2.4",
+        "ROCm | Kernel packages for the in-box amdgpu driver",
         "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)",
     ]
 
 
@@ -181,7 +191,7 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
             "supported OS") in lines
     # -vv echoes every command sent to a host: on this one, only preflight's read-only fact commands.
     read_only = {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
-                 debian_facts.InstalledRocm().command(),
+                 debian_facts.InstalledRocm().command(), debian_facts.KernelDriver().command(),
                  preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
                  preflight_facts.ExistingUsers().command(["maria", "root"])}
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
@@ -210,7 +220,7 @@ def test_run_results_for_stages_1_to_3(run_stages):
     # Task files given on the command line are not "included": their operation names have no "tasks/…" prefix.
     by_name = {op["name"]: op for op in results["operations"]}
     install = by_name["ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)"]
-    assert len(by_name) == 13, sorted(by_name)  # 10, and the notes of three stages that skip the stopped host
+    assert len(by_name) == 16, sorted(by_name)  # 13, and the notes of three stages that skip the stopped host
     assert install["success"] == ["@fake/colliding_noble", "@fake/fresh_jammy", "@fake/fresh_noble"]
     assert install["no_change"] == ["@fake/provisioned_noble"]
     for name, op in by_name.items():

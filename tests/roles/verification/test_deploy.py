@@ -157,11 +157,13 @@ def settings(**data):
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--json"]
+                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--expect-amd-repo", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
-                                          torch_label=LABEL))
+                                          torch_label=LABEL, rocm_install="skip"))
     assert test_fleet[-5:] == ["cpu", "--no-gpu-required", "--torch-label", LABEL, "--json"]
     assert "/srv/venv" in test_fleet
+    # ROCm from AMD's repositories (rocm_install: install): their pin and lists are checked (apt.pin, apt.lists).
+    assert "--expect-amd-repo" in default and "--expect-amd-repo" not in test_fleet
 
 
 def test_the_remote_command_always_reports_the_verifiers_exit_status():
