@@ -24,6 +24,7 @@ from verify.report.report import FAIL, PASS, WARN, CheckResult, Gpu
 from verify.stack.gpu_arch import arch_supported, base_arch
 from verify.stack.rocm_libraries import is_rocm_library
 from verify.stack.rocm_release import RocmRelease
+from verify.system.pci_ids import INTEGRATED_ARCHS
 
 NATIVE_CLASS = "CudaBNBNativeLibrary"  # bitsandbytes' class for a loaded CUDA/ROCm library
 MOCK_CLASS = "ErrorHandlerMockBNBNativeLibrary"  # what it installs when loading failed
@@ -82,6 +83,7 @@ def run_probe(
     command = [
         str(python), "-B", "-", "--device", device,
         "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
+        *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
     ]
     try:
         done = subprocess.run(
@@ -182,6 +184,19 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
         return CheckResult(
             "runtime.devices", title, WARN,
             f"no GPU on this host and none required: NF4 ran on the CPU — not a GPU pass ({visibility})", evidence,
+        )
+    integrated = [d for d in devices if d.get("integrated")]
+    work = [d for d in devices if d.get("work", True)]
+    if integrated and len(work) < len(devices):
+        igpus = ", ".join(f"GPU {d['index']} ({base_arch(d.get('arch')) or '?'}, {d.get('name')})" for d in integrated)
+        dgpus = ", ".join(f"GPU {d['index']} ({base_arch(d.get('arch')) or '?'}, {d.get('name')})" for d in work)
+        visible = ",".join(str(d["index"]) for d in work)
+        return CheckResult(
+            "runtime.devices", title, WARN,
+            f"{igpus} is an APU's integrated GPU beside {dgpus}: NF4 ran on GPU {visible} only; the ROCm runtime may "
+            f"crash with the integrated GPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — "
+            f"disable the integrated GPU in the BIOS, or at least set HIP_VISIBLE_DEVICES={visible} for the users",
+            evidence,
         )
     unsupported = [d for d in devices if not arch_supported(d.get("arch"), want.gpu_archs)]
     if unsupported:
@@ -288,7 +303,8 @@ def facts(host: Host, results: list[CheckResult]) -> dict:
     gpus = None
     if found is not None:
         archs = host.release.gpu_archs
-        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs))
+        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs),
+                         d.get("integrated"), bool(d.get("work", True)))
                      for d in devices)
     if found is None:
         mode = "none"

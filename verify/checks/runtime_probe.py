@@ -6,11 +6,13 @@ checkout and from the zipapp. It measures and records; judging is done by the ca
 
 Steps, each recorded even when an earlier one failed:
 1. `import torch`: version, torch.version.hip, torch.cuda.is_available(), every visible device and its gcnArchName
-   (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES are applied by the HIP runtime itself; their values are recorded);
+   (HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES are applied by the HIP runtime itself; their values are recorded),
+   whether it is an APU's integrated GPU (the device's `is_integrated`, else its arch among --integrated-arch), and
+   whether it is meant for work: an integrated GPU beside a discrete one is not (AMD: the runtime may crash with it);
 2. `import bitsandbytes`: the native library object's class — bitsandbytes swallows a load failure and installs a
    mock (`ErrorHandlerMockBNBNativeLibrary`) — the file it loaded, or the load error it kept;
 3. the files mapped in this process (/proc/self/maps) right after the imports, and again after the NF4 runs;
-4. NF4 on each device: quantize/dequantize, matmul_4bit, a Linear4bit layer against its float layer, with timings
+4. NF4 on each device meant for work: quantize/dequantize, matmul_4bit, a Linear4bit layer against its float layer, with timings
    and peak GPU memory.
 
 Output: one JSON document on the *original* stdout; everything else (library chatter) is sent to stderr.
@@ -82,7 +84,7 @@ class _Records(logging.Handler):
         self.lines.append(f"{record.levelname}: {message.strip()}")
 
 
-def probe_torch(result):
+def probe_torch(result, integrated_archs=()):
     import torch
 
     info = {
@@ -97,14 +99,21 @@ def probe_torch(result):
     if info["cuda_available"]:
         for index in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(index)
+            arch = getattr(props, "gcnArchName", None)
+            flag = getattr(props, "is_integrated", None)
             devices.append(
                 {
                     "index": index,
                     "name": props.name,
-                    "arch": getattr(props, "gcnArchName", None),
+                    "arch": arch,
                     "total_memory": int(props.total_memory),
+                    "integrated": bool(flag) if flag is not None else (arch or "").split(":")[0] in integrated_archs,
                 }
             )
+    # With a discrete GPU present, an integrated one is not for work (NF4 skips it); an APU alone is the work GPU.
+    discrete = any(not d["integrated"] for d in devices)
+    for device in devices:
+        device["work"] = not (device["integrated"] and discrete)
     info["devices"] = devices
     return torch
 
@@ -249,6 +258,8 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--blocksize", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--integrated-arch", action="append", default=[],
+                        help="a gfx target only APUs carry (when the device does not say is_integrated)")
     args = parser.parse_args(argv)
 
     # Keep the report's channel clean: native libraries and bitsandbytes print to stdout.
@@ -265,7 +276,7 @@ def main(argv=None):
     }
     torch = bnb = None
     try:
-        torch = probe_torch(result)
+        torch = probe_torch(result, frozenset(args.integrated_arch))
     except BaseException as error:  # noqa: BLE001 — any failure is a finding, never a crash of the probe
         result["errors"]["import torch"] = one_line(error)
         result["errors"]["import torch (traceback)"] = traceback.format_exc(limit=4)
@@ -282,7 +293,7 @@ def main(argv=None):
     if torch is not None and bnb is not None:
         devices = []
         if args.device == "auto":
-            devices = [f"cuda:{d['index']}" for d in result["torch"].get("devices", [])]
+            devices = [f"cuda:{d['index']}" for d in result["torch"].get("devices", []) if d.get("work", True)]
         # No GPU (or --device cpu): still exercise the kernels on the CPU; the caller decides what that is worth.
         if not devices:
             devices = ["cpu"]

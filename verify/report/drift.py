@@ -13,8 +13,10 @@ and says so when it cleared. The apt hook compares each result with the one befo
 compares reports/<host>.json with the host's last passing report (on the controller).
 
 What it compares: where each ROCm library of the predicted process resolves (and what is not found), the stray distro
-ROCm packages, the status of every check both reports ran (a static-only report against a full one leaves the runtime
-checks out), and the installed versions. What it does not do: judge — whether something is wrong is the checks'
+ROCm packages, the kernels installed (one without amdgpu.ko is worse: the GPU goes at the next boot) and the one
+running ("after the reboot into 6.8.0-51-generic the GPU is gone: …"), a new result of the boot-time check, the
+status of every check both reports ran (a static-only report against a full one leaves the runtime checks out), and
+the installed versions. A version-1 report (before the kernel facts) is compared on what it has. What it does not do: judge — whether something is wrong is the checks'
 business, drift says what moved. Pure: takes two Reports, returns frozen dataclasses, reads nothing. A report whose
 evidence is not shaped like this verifier's raises report.ReportError.
 """
@@ -334,8 +336,10 @@ def _check_changes(before: Report, after: Report, explained: Mapping[str, list[C
         was, now = old.status, check.status
         rise = SEVERITY[now] - SEVERITY[was]
         direction = WORSE if rise > 0 else BETTER if rise < 0 else CHANGED  # pass ↔ skip: changed
-        details = explained.get(topic_of.get(check.id, ""), [])
-        if any(d.direction == direction for d in details):
+        topic = topic_of.get(check.id, "")
+        details = explained.get(topic, [])
+        # A kernel installed or removed, or a reboot, is the reason the kernel checks moved: its line says it.
+        if any(d.direction == direction for d in details) or (topic == KERNEL and details):
             continue
         changes.append(Change(direction, CHECKS, f"{check.id}: {was} → {now} — {check.reason}"))
     return changes

@@ -159,3 +159,30 @@ def test_a_probe_that_died_is_one_failure_with_its_last_words():
                    "(killed by signal 11; last line: Fatal Python error: Segmentation fault)")
     (result,) = judge_runtime(run, WANT_GPU)
     assert result.status == FAIL and "signal 11" in result.reason
+
+
+# --- integrated GPUs (issue 11) ----------------------------------------------------------------------------------------
+
+def test_an_apus_integrated_gpu_beside_a_discrete_one_is_named_and_nf4_runs_on_the_discrete_one_only():
+    """MOCK (standins/torch_reports_hip_with_igpu): torch sees an RX 7900 XT and the Raphael iGPU. The real probe
+    marks the iGPU, runs NF4 on cuda:0 only (it fails there: no GPU exists here), and the check names both."""
+    report, done = cached_check(torch_cpu_venv(), standin="torch_reports_hip_with_igpu")
+    assert report is not None, done.stderr
+    devices = check_by_id(report, "runtime.devices")
+    assert devices["status"] == WARN
+    assert devices["reason"] == (
+        "GPU 1 (gfx1036, stand-in AMD Radeon Graphics (Raphael iGPU, no GPU here)) is an APU's integrated GPU beside "
+        "GPU 0 (gfx1100, stand-in Radeon RX 7900 XT (no GPU here)): NF4 ran on GPU 0 only; the ROCm runtime may crash "
+        "with the integrated GPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable the "
+        "integrated GPU in the BIOS, or at least set HIP_VISIBLE_DEVICES=0 for the users")
+    assert [run["device"] for run in report["facts"]["nf4"]] == ["cuda:0"]
+    assert [(g["index"], g["integrated"], g["work"]) for g in report["facts"]["gpus"]] == [(0, False, True),
+                                                                                        (1, True, False)]
+
+
+def test_an_apu_alone_is_the_work_gpu():
+    """Probe data of a Strix Halo workstation (no discrete GPU): its integrated GPU is the one to test, no warning."""
+    probe = _probe(devices=[{"index": 0, "name": "AMD Radeon 8060S", "arch": "gfx1151", "integrated": True,
+                             "work": True}])
+    result = check_devices(probe, WANT_GPU)
+    assert result.status == PASS and result.reason == "1 GPU(s): 0: gfx1151 (AMD Radeon 8060S)"
