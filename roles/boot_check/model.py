@@ -10,7 +10,7 @@ kernel differs from the last result's, with a time limit, and keeps the result i
 Files on the host:
     /etc/systemd/system/rocm-fleet-boot-check.service                       the unit (Type=oneshot)
     /etc/systemd/system/multi-user.target.wants/rocm-fleet-boot-check.service   the link `systemctl enable` makes
-    /var/lib/rocm-fleet/boot-check/last.json                                 the last result (verify/report/boot_state.py)
+    /var/lib/rocm-fleet/boot-check/last.json           the last result (verify/report/boot_state.py)
 The link is made directly, as `systemctl enable` would: a host without a running systemd (a chroot, an image) gets the
 same files, and `systemctl daemon-reload` runs only where systemd is PID 1. Ordering: after multi-user.target, so the
 check (NF4 takes a while) never holds up the boot or the login screen, and after udev has triggered the devices; the
@@ -58,8 +58,9 @@ def _systemd_word(word: str) -> str:
 def unit_text(python: str, arguments: list[str]) -> str:
     return (
         "# rocm-fleet (roles/boot_check, installed by tasks/boot_check.py; `boot_check: False` in the inventory\n"
-        "# removes it). Once per boot whose boot id or kernel changed: the full check of the GPU stack (kernel driver,\n"
-        "# linkage, runtime and NF4 on every GPU). The result: /var/lib/rocm-fleet/boot-check/last.json.\n"
+        "# removes it). Once per boot whose boot id or kernel changed: the full check of the GPU stack\n"
+        "# (kernel driver, linkage, runtime and NF4 on every GPU).\n"
+        "# The result: /var/lib/rocm-fleet/boot-check/last.json.\n"
         "[Unit]\n"
         "Description=rocm-fleet: re-verify the GPU stack after a boot (amdgpu, linkage, runtime, NF4)\n"
         "After=multi-user.target systemd-udev-trigger.service local-fs.target\n"
