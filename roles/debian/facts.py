@@ -92,7 +92,10 @@ class KernelDriver(FactBase):
         return (
             "r=$(uname -r); echo \"running $r\"; "
             "for d in /lib/modules/*; do [ -d \"$d\" ] || continue; "
-            f"echo \"modules ${{d##*/}} $(ls -1 {_AMDGPU_GLOBS} 2>/dev/null | head -n 1)\"; done; "
+            f"m=$(ls -1 {_AMDGPU_GLOBS} 2>/dev/null | head -n 1); "
+            "if [ -z \"$m\" ] && grep -q '/amdgpu\\.ko$' \"$d/modules.builtin\" 2>/dev/null; then "
+            "m=\"$d/modules.builtin\"; fi; "
+            "echo \"modules ${d##*/} $m\"; done; "
             "for f in /boot/vmlinuz-*; do [ -e \"$f\" ] && echo \"image ${f#/boot/vmlinuz-}\"; done; "
             "if [ -d /sys/module/amdgpu ]; then echo 'loaded yes'; else echo 'loaded no'; fi; "
             "if [ -c /dev/kfd ]; then echo 'kfd yes'; else echo 'kfd no'; fi; "

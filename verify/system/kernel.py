@@ -9,7 +9,7 @@ one. The kernel that boots next is taken to be the newest installed one (GRUB's 
 /etc/default/grub's GRUB_DEFAULT is recorded when it says otherwise, not interpreted.
 
 Files read (under a root, for images and tests): /lib/modules/<release>/{kernel/drivers/gpu/drm/amd/amdgpu,
-updates/dkms,updates,extra}/amdgpu.ko[.zst|.xz|.gz], /boot/vmlinuz-*, /run/reboot-required(.pkgs), the modprobe.d
+updates/dkms,updates,extra}/amdgpu.ko[.zst|.xz|.gz] (or amdgpu in its modules.builtin), /boot/vmlinuz-*, /run/reboot-required(.pkgs), the modprobe.d
 files and /proc/cmdline (verify/system/modprobe.py), /sys/module/amdgpu and /dev/kfd (only for the running system).
 Nothing is executed, no module is loaded.
 """
@@ -114,13 +114,17 @@ class KernelState:
 
 
 def amdgpu_module(view: FileSystemView, release: str) -> str | None:
-    """Where amdgpu.ko* of kernel `release` is (image path), or None."""
+    """Where amdgpu.ko* of kernel `release` is (image path), or None. A kernel built with amdgpu in it (=y, a custom
+    build) lists it in modules.builtin instead: that counts, and says so."""
     base = f"/lib/modules/{release}"
     for directory in MODULE_DIRS:
         names = set(list_dir(view.local(f"{base}/{directory}")))
         for name in MODULE_NAMES:
             if name in names:
                 return f"{base}/{directory}/{name}"
+    builtin, _ = read_optional(view.local(f"{base}/modules.builtin"), 1024 * 1024)
+    if builtin and any(line.strip().endswith("/amdgpu.ko") for line in builtin.splitlines()):
+        return f"{base}/modules.builtin (built into the kernel)"
     return None
 
 

@@ -115,3 +115,13 @@ def test_a_chroot_without_kernels_skips_what_it_cannot_know(tmp_path):
     found = _state(tmp_path, {}, "6.1.0-28-amd64", loaded=False, kfd=False)
     assert check_next_boot(found).status == SKIP and not found.reboot_pending
     assert check_packages(found).status == SKIP
+
+
+def test_a_kernel_with_amdgpu_built_in_counts(tmp_path):
+    """A custom kernel (CONFIG_DRM_AMDGPU=y) has no amdgpu.ko file: modules.builtin lists it."""
+    root = _image(tmp_path, {"6.12.0-custom": False})
+    (root / "lib/modules/6.12.0-custom/modules.builtin").write_text(
+        "kernel/drivers/gpu/drm/drm.ko\nkernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko\n")
+    found = read_kernel_state(FileSystemView(str(root)), None, "6.12.0-custom", _live(tmp_path, loaded=True, kfd=True))
+    assert found.kernel("6.12.0-custom").amdgpu_module == "/lib/modules/6.12.0-custom/modules.builtin (built into the kernel)"
+    assert check_driver(found, True).status == PASS
