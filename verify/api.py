@@ -15,7 +15,17 @@ from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
 from verify.report.drift import Drift, compare_reports
-from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+from verify.report.report import (
+    FAIL,
+    PASS,
+    RERUN_FIX,
+    WARN,
+    CheckResult,
+    Judgement,
+    Report,
+    ReportError,
+    judge_report,
+)
 from verify.stack.rocm_release import (
     CollidingPackage,
     RocmRelease,
@@ -29,9 +39,9 @@ from verify.stack.rocm_release import (
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 __all__ = [
-    "FAIL", "PASS", "WARN", "PACKAGE_DIR",
-    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Report", "ReportError", "RocmRelease",
-    "Stray", "StraysReport", "UnknownRelease",
-    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "known_releases", "ldd_lines",
-    "parse_ldd_output", "release_with_build", "rocm_release",
+    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR",
+    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "Report", "ReportError",
+    "RocmRelease", "Stray", "StraysReport", "UnknownRelease",
+    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "judge_report", "known_releases",
+    "ldd_lines", "parse_ldd_output", "release_with_build", "rocm_release",
 ]

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+from verify.commands import write_stdout
 from verify.debian.dpkg import DpkgDatabaseError
 from verify.debian.strays import StraysReport, find_strays
 from verify.stack.rocm_release import UnknownRelease, newest_release, rocm_release
@@ -63,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"strays: {error}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_stdout(json.dumps(report.to_json(), indent=2) + "\n")
     else:
-        sys.stdout.write(format_text(report))
+        write_stdout(format_text(report))
     return 1 if report.strays else 0
