@@ -25,11 +25,11 @@ from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines, summary_row
 from tests.support.hostile_files import fifo_readers, plant
 from tests.verify.ld.test_elf import _sparse
+from verify.commands.apt_hook import PREFIX
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-PREFIX = "rocm-fleet apt hook:"
 BNB_LIBRARY = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
 RERUN = ("run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
          "the verifier on the host is damaged or not this checkout's")
