@@ -18,7 +18,17 @@ from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
 from verify.report.drift import Drift, compare_reports
-from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+from verify.report.report import (
+    FAIL,
+    PASS,
+    RERUN_FIX,
+    WARN,
+    CheckResult,
+    Judgement,
+    Report,
+    ReportError,
+    judge_report,
+)
 from verify.system.modprobe import Block, blocks_in_cmdline, blocks_in_modprobe_conf
 from verify.system.pci_ids import integrated_gpu_name
 from verify.stack.rocm_release import (
@@ -34,11 +44,11 @@ from verify.stack.rocm_release import (
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 __all__ = [
-    "FAIL", "PASS", "WARN", "PACKAGE_DIR",
-    "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "KernelPackage", "Report",
-    "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease",
+    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR",
+    "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "KernelPackage",
+    "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease",
     "blocks_in_cmdline", "blocks_in_modprobe_conf", "compare_reports", "compare_versions", "find_strays",
-    "installed_kernels", "integrated_gpu_name", "is_amd_version", "known_releases", "ldd_lines", "meta_packages",
-    "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "pin_text", "pins_origin",
-    "release_with_build", "rocm_release",
+    "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "known_releases", "ldd_lines",
+    "meta_packages", "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "pin_text",
+    "pins_origin", "release_with_build", "rocm_release",
 ]

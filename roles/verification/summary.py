@@ -3,7 +3,9 @@
 Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
 torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
 their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
-UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why).
+UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why); so is a host
+whose report does not prove what it says (verify/report/report.py `judge_report`, the rule the verification stage
+applies): a row says PASS or WARN only for a report that proves it.
 """
 
 from __future__ import annotations
@@ -103,6 +105,10 @@ def _linkage(report: Report) -> str:
 
 def row_for(outcome: HostOutcome) -> Row:
     report = outcome.report
+    judged = report.judge() if report is not None else None
+    if judged is not None and not judged.trustworthy:
+        report, outcome = None, HostOutcome(outcome.host, NOT_VERIFIED, detail=f"not proven — {judged.line()}",
+                                            torch_label=outcome.torch_label)
     if report is None:
         verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
         reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
@@ -112,6 +118,7 @@ def row_for(outcome: HostOutcome) -> Row:
     if label:
         torch = f"{torch} ({label})"
     return Row(
+        # judged: PASS and WARN only where the report proves them
         outcome.host, report.verdict.upper(), report.reason,
         torch=torch,
         os=report.host.os or "?",

@@ -18,7 +18,7 @@ from typing import Any
 
 from verify.report.hook_state import StateError, _replace
 from verify.report.report import BootCheckFacts, Report, ReportError
-from verify.system.textfiles import read_text
+from verify.safe_read import read_text
 
 KIND = "rocm-fleet.boot-check-result"
 VERSION = 1
@@ -69,7 +69,7 @@ class BootState:
 
     def last(self) -> BootResult | None:
         try:
-            text = read_text(self.last_path, READ_LIMIT)
+            text = read_text(self.last_path, READ_LIMIT, follow=False)  # our own state: never through a link
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as error:

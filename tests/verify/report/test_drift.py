@@ -178,14 +178,14 @@ def _kernel_report(*, running, installed, without=(), driver="pass", driver_reas
     (an image under --root has no running kernel, so these are built directly)."""
     from dataclasses import replace
 
-    from tests.support.reports import built_report
+    from tests.support.report_samples import sample
     from verify.report.report import BootCheckFacts, CheckResult, KernelFacts
 
     nxt = installed[-1] if installed else None
     kernel = KernelFacts(running=running, next_boot=nxt, reboot_pending=nxt != running, amdgpu_loaded=driver == "pass",
                          running_has_amdgpu=running not in without, next_boot_has_amdgpu=nxt not in without,
                          installed=tuple(installed), without_amdgpu=tuple(without))
-    report = built_report([CheckResult("kernel.driver", "amdgpu", driver, driver_reason)])
+    report = sample(checks=[CheckResult("kernel.driver", "amdgpu", driver, driver_reason)])
     facts = replace(report.facts, kernel=kernel,
                     boot_check=BootCheckFacts(*boot) if boot else None)
     return Report.from_json(replace(report, facts=facts).to_json())

@@ -102,4 +102,4 @@ def test_a_fifo_planted_as_etc_environment_is_named_not_read(tmp_path):
     (tmp_path / "etc").mkdir()
     os.mkfifo(tmp_path / "etc/environment")
     found = read_loader_environment(FileSystemView(str(tmp_path)), "/opt/venv")
-    assert found.settings == () and len(found.unreadable) == 1 and "is a FIFO" in found.unreadable[0]
+    assert found.settings == () and len(found.unreadable) == 1 and "a FIFO (a named pipe" in found.unreadable[0]

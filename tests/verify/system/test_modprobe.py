@@ -64,4 +64,4 @@ def test_a_fifo_in_modprobe_d_is_named_not_opened(tmp_path):
     (tmp_path / "etc/modprobe.d").mkdir(parents=True)
     os.mkfifo(tmp_path / "etc/modprobe.d/trap.conf")
     blocks, unreadable = read_modprobe_config(str(tmp_path))
-    assert blocks == [] and len(unreadable) == 1 and "is a FIFO, not a regular file" in unreadable[0]
+    assert blocks == [] and len(unreadable) == 1 and "a FIFO (a named pipe: opening it would block), not a regular file" in unreadable[0]
