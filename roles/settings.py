@@ -6,6 +6,10 @@ first time a deploy or task file is loaded and refuses the whole run — before 
 with one line naming the host, the key and the fix. Keys that pyinfra itself reads (`_sudo`, `ssh_*`, `fake_*` …)
 and unrelated user keys pass untouched; an unknown key is refused only when it looks like a typo of one of ours.
 
+Paths, URLs and versions that reach a host follow one character policy (validators.PLAIN_CHARACTERS): the line names
+the first character outside it. A plain-http `repo_radeon_base_url` needs `amdgpu_install_sha256`: that deb's
+checksum is the root of trust of every ROCm package apt installs after it (see `_unchecked_installer_over_http`).
+
 `python -m roles.settings` prints the README's table of variables from this schema.
 """
 
@@ -18,11 +22,14 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.debian.os_support import SUPPORTED
+from roles.rocm.model import installer_file_name
 from roles.run_memory import memory_of
 from roles.validators import (
     Invalid,
@@ -32,7 +39,7 @@ from roles.validators import (
     controller_path,
     count,
     one_of,
-    optional_absolute_path,
+    optional_controller_directory,
     optional_sha256,
     optional_text,
     pip_requirement,
@@ -42,6 +49,7 @@ from roles.validators import (
     user_name,
     user_names,
 )
+
 
 class InventoryDataError(PyinfraError):
     """Inventory data that a deploy cannot use. A PyinfraError, so the pyinfra CLI prints it as one line and exits 1."""
@@ -66,10 +74,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
     Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
-        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it"),
+        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it; "
+                "plain `http://` only together with amdgpu_install_sha256"),
     Key("amdgpu_install_sha256", "str \\| None", None, optional_sha256,
-        meaning="sha256 of the amdgpu-install deb for the host's codename; None: pins.AMDGPU_INSTALL_SHA256 or "
-                "unchecked"),
+        meaning="sha256 of the amdgpu-install deb for the host's codename (the deb brings the keyring apt checks "
+                "ROCm packages with); None: pins.AMDGPU_INSTALL_SHA256, else only TLS vouches for the download"),
     Key("amdgpu_driver_release", "str", pins.AMDGPU_DRIVER_RELEASE, release,
         meaning="release of AMD's `amdgpu` repository that goes with this ROCm (amdgpu.list)"),
     Key("rocm_other_release", '"stop" \\| "side-by-side"', "stop", one_of("stop", "side-by-side"),
@@ -94,13 +103,14 @@ SCHEMA: tuple[Key, ...] = (
         meaning="shown in reports and the fleet summary when torch is a stand-in (e.g. the CPU wheel on test fleets)"),
     Key("bitsandbytes_version", "str", pins.BITSANDBYTES_VERSION, python_version,
         meaning="bitsandbytes version (installed as ==VERSION)"),
-    Key("wheelhouse", "absolute path \\| None", None, optional_absolute_path,
+    Key("wheelhouse", "absolute path \\| None", None, optional_controller_directory,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
                 "`--no-index`; None: the host's pip uses the indexes"),
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
-        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock before the host fails"),
+        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock (and the apt hook stage for "
+                "another rocm-fleet run on the same host) before the host fails"),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
@@ -160,6 +170,27 @@ def expected_build(release_text: str) -> str:
     return str(major * 10000 + minor * 100 + patch)
 
 
+def _installer_codenames() -> frozenset[str]:
+    return frozenset(s.installer_codename for s in SUPPORTED.values() if s.installer_codename)
+
+
+def _unchecked_installer_over_http(values: dict[str, Any]) -> str:
+    """Why the installer deb would come over plain http with nothing to check it against ("" when it would not).
+
+    That deb installs the keyring apt checks every ROCm package's signature with: over http, its sha256 is the only
+    thing that proves the keyring (and so every package after it) is AMD's. TLS does that job for an https mirror.
+    """
+    base, sha256 = values.get("repo_radeon_base_url"), values.get("amdgpu_install_sha256", "")
+    if base is None or urlsplit(base).scheme != "http" or sha256 is not None:
+        return ""
+    if _installer_codenames() <= set(pins.AMDGPU_INSTALL_SHA256):
+        return ""  # roles/pins.py has the deb's sha256 for every codename the deploy downloads it for
+    deb = installer_file_name(values.get("rocm_release", pins.ROCM_RELEASE), values.get("rocm_build", pins.ROCM_BUILD))
+    return (f"{base!r} is plain http and amdgpu_install_sha256 is None: nothing would check {deb}, which brings the "
+            "keyring apt trusts for every ROCm package — set amdgpu_install_sha256 (sha256sum of that deb from "
+            "repo.radeon.com), or use an https mirror")
+
+
 def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",
                foreign_keys: Iterable[str] = ()) -> tuple[HostSettings | None, tuple[Problem, ...]]:
     """Validate one host's data (pure). Returns the settings when there is no problem, and every problem found."""
@@ -180,6 +211,9 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
                 f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
                 f"number is {wanted!r}: set both together",
             ))
+    insecure = _unchecked_installer_over_http(values)
+    if insecure:
+        problems.append(Problem(host, "repo_radeon_base_url", source_of("repo_radeon_base_url"), insecure))
     for name in sorted(data):
         if name in KEYS or name in foreign or name.startswith("_"):
             continue
@@ -283,3 +317,4 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(markdown_table() + "\n")
+

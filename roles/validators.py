@@ -1,12 +1,16 @@
 """The validators of roles/settings.py's schema: each takes a raw inventory value and returns the normalised one, or
 raises `Invalid` with a message that says what is wrong with the value and how to write it (the schema adds the host,
 the key and where the value came from). Pure: no pyinfra.
+
+Paths, URLs and versions that reach a host follow one character policy (PLAIN_CHARACTERS): the message names the
+first character outside it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import string
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +25,18 @@ _BUILD = re.compile(r"\d{5,6}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # useradd's default NAME_REGEX on Debian/Ubuntu (a trailing $ is for machine accounts).
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}\$?")
+
+# The one character policy for every path, URL and version the inventory sends to a host (venv_path, the two URLs,
+# bitsandbytes_version): ASCII letters, digits and _ @ % + = : , . / - — exactly the characters shlex.quote leaves
+# unquoted. Such a value is one plain word wherever it goes: a shell command, the apt hook's line inside apt's
+# double-quoted configuration string, a sources.list entry, df's output, a log line. So it is checked once, here,
+# before any host is touched, and no later stage needs checks of its own. Refused: whitespace, quotes,
+# $ ` \ ; & | < > ( ) [ ] { } * ? ! # ~ ^, control characters and non-ASCII letters (a URL can carry any of them
+# percent-encoded, e.g. %20). Controller paths and labels, which no host command carries, only may not hold control
+# characters (_printable).
+PLAIN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_@%+=:,./-")
+_PLAIN_LIST = "ASCII letters, digits and _ @ % + = : , . / -"
+_CONTROL_NAMES = {"\t": "a tab", "\n": "a line feed", "\r": "a carriage return", "\x1b": "an escape character"}
 
 
 class Invalid(ValueError):
@@ -47,6 +63,29 @@ def _string(value: Any, example: str) -> str:
     return value
 
 
+def _character(char: str) -> str:
+    """A character as a one-line message names it."""
+    if char == " ":
+        return "a space"
+    if char in _CONTROL_NAMES:
+        return f"{_CONTROL_NAMES[char]} (U+{ord(char):04X})"
+    if char.isascii() and not char.isprintable():
+        return f"the control character U+{ord(char):04X}"
+    if not char.isascii():
+        shown = f"{char!r} " if char.isprintable() else ""
+        return f"the non-ASCII character {shown}(U+{ord(char):04X})"
+    return {"'": "a single quote (')", '"': 'a double quote (")', "`": "a backquote (`)"}.get(char, f"{char!r}")
+
+
+def _plain(text: str, what: str, fix: str) -> str:
+    """`text` when every character follows the policy (PLAIN_CHARACTERS); else Invalid naming the first other one."""
+    for position, char in enumerate(text, 1):
+        if char not in PLAIN_CHARACTERS:
+            raise Invalid(f"got {text!r}, which has {_character(char)} at character {position}: {what} may hold only "
+                           f"{_PLAIN_LIST} — {fix}")
+    return text
+
+
 def _matching(pattern: re.Pattern, value: Any, example: str, expected: str) -> str:
     text = _string(value, example)
     if not pattern.fullmatch(text):
@@ -63,9 +102,10 @@ def build_number(value: Any) -> str:
 
 
 def url(value: Any) -> str:
-    text = _string(value, "https://repo.radeon.com")
+    text = _plain(_string(value, "https://repo.radeon.com"), "a URL",
+                  "write that character percent-encoded (a space as %20)")
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in text):
+    if parts.scheme not in ("http", "https") or not parts.netloc:
         raise Invalid(f"got {text!r}, expected an http(s) URL such as 'https://repo.radeon.com'")
     return text.rstrip("/")
 
@@ -103,18 +143,38 @@ def user_names(value: Any) -> tuple[str, ...]:
     return tuple(user_name(item) for item in value)
 
 
-def absolute_path(value: Any) -> str:
-    text = _string(value, "/opt/rocm-fleet/venv")
+def _normalised_absolute(text: str) -> str:
     if not text.startswith("/"):
         raise Invalid(f"got the relative path {text!r}, expected an absolute path such as '/opt/rocm-fleet/venv'")
     normal = os.path.normpath(text)
-    if normal != text.rstrip("/") or "\n" in text:
+    if normal != text.rstrip("/"):
         raise Invalid(f"got {text!r}, expected a plain absolute path without '..', '//' or '.' parts")
     return normal
 
 
-def optional_absolute_path(value: Any) -> str | None:
-    return None if value is None else absolute_path(value)
+def absolute_path(value: Any) -> str:
+    """A path on the host: the character policy, absolute, normalised."""
+    text = _string(value, "/opt/rocm-fleet/venv")
+    if text.startswith("/"):
+        _plain(text, "a path", "use a directory whose path has only those, e.g. '/opt/rocm-fleet/venv'")
+    return _normalised_absolute(text)
+
+
+def _printable(text: str, expected: str) -> str:
+    """Controller paths and labels never reach a host command, so spaces and non-ASCII letters are fine in them; a
+    control character is not: it would break the one-line messages and reports that show them (or drive a terminal)."""
+    control = next((char for char in text if not char.isprintable()), None)
+    if not text.strip() or control is not None:
+        has = f", which has {_character(control)}" if control is not None else ""
+        raise Invalid(f"got {text!r}{has}, expected {expected}")
+    return text
+
+
+def optional_controller_directory(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _printable(_string(value, "/srv/wheelhouse"), "an absolute path on the controller such as '/srv/wheelhouse'")
+    return _normalised_absolute(text)
 
 
 def pip_requirement(value: Any) -> str:
@@ -128,7 +188,7 @@ def pip_requirement(value: Any) -> str:
 
 
 def python_version(value: Any) -> str:
-    text = _string(value, pins.BITSANDBYTES_VERSION)
+    text = _plain(_string(value, pins.BITSANDBYTES_VERSION), "a version", f"write it as {pins.BITSANDBYTES_VERSION!r}")
     try:
         Version(text)
     except InvalidVersion:
@@ -139,17 +199,12 @@ def python_version(value: Any) -> str:
 def optional_text(value: Any) -> str | None:
     if value is None:
         return None
-    text = _string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel")
-    if not text.strip() or "\n" in text:
-        raise Invalid(f"got {text!r}, expected one line of text, or None")
-    return text
+    return _printable(_string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel"),
+                      "one line of printable text, or None")
 
 
 def controller_path(value: Any) -> str:
-    text = _string(value, "reports")
-    if not text.strip() or "\n" in text:
-        raise Invalid(f"got {text!r}, expected a directory on the controller such as 'reports'")
-    return text
+    return _printable(_string(value, "reports"), "a directory on the controller such as 'reports'")
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:

@@ -17,7 +17,8 @@ def verifier_sha256() -> str:
 @stage("Apt hook")
 def apt_hook(settings: HostSettings) -> None:
     if not settings.apt_hook:
-        operations.apt_hook(name="Remove the apt hook (apt_hook: False)", present=False)
+        operations.apt_hook(name="Remove the apt hook (apt_hook: False)", present=False,
+                            lock_timeout=settings.dpkg_lock_timeout)
         return
     upload_verifier()
     operations.apt_hook(
@@ -27,4 +28,5 @@ def apt_hook(settings: HostSettings) -> None:
         expect_rocm=settings.rocm_release,
         expect_bitsandbytes=settings.bitsandbytes_version,
         verifier_sha256=verifier_sha256(),
+        lock_timeout=settings.dpkg_lock_timeout,
     )
