@@ -10,7 +10,8 @@ exactly these reasons, no other:
 - versions.torch, runtime.torch: torch is not a ROCm build (the CPU stand-in).
 
 Warnings (NF4 ran on the CPU, bitsandbytes loaded its CPU library, strays) are expected too. Anything else is a
-surprise: a host with no report (unreachable, or a stage failed before verification), another failing check (NF4,
+surprise: a host with no report (unreachable, or a stage failed before verification), a report that proves nothing
+(verify/report.py `judge_report`, the rule the verification stage applies), another failing check (NF4,
 bitsandbytes' version, the runtime maps), a linkage that fails otherwise — or passes — and pyinfra exiting other
 than 1 (it exits 1 exactly when a host failed, which every host does here by design).
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from verify.report import judge_report
 
 # The check ids of verify/ whose failure is expected on a local test workstation, and why, in words for the output.
 EXPECTED_FAILURES = {
@@ -75,6 +78,9 @@ def judge_host(host: str, report: Mapping[str, Any] | None) -> HostVerdict:
     if report is None:
         return HostVerdict(host, ("no verification report: the host was unreachable or a stage failed before "
                                   "verification (the summary says which)",))
+    judged = judge_report(report)
+    if not judged.trustworthy:
+        return HostVerdict(host, (f"the report proves nothing: {judged.problem}",))
     surprises = []
     checks = {check.get("id"): check for check in report.get("checks") or ()}
     for check_id, check in checks.items():

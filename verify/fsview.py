@@ -4,6 +4,9 @@ With a root, every path is the *image's* path: it is looked up under DIR, and sy
 (an absolute target is re-rooted at DIR, `..` never climbs above it), the way the loader would see them if DIR were
 `/`. Directory listings, path resolutions and ELF parses are cached: one analysis asks for the same few directories
 (each with a dozen hwcaps subdirectories) thousands of times, and the same file under several names.
+
+Files are opened through verify/safe_read.py (regular files only, never blocking; under a root, the already resolved
+path is opened without following a link, which would leave the image), and listings count against its time limit.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import posixpath
 import stat as stat_module
 
 from verify.elf import ElfError, ElfInfo, read_elf
+from verify.safe_read import listdir
 
 _MAX_LINKS = 40  # like the kernel's ELOOP limit
 
@@ -91,7 +95,7 @@ class FileSystemView:
                 st = os.stat(host)
                 names = self._listings_by_inode.get((st.st_dev, st.st_ino))
                 if names is None:
-                    names = self._listings_by_inode[st.st_dev, st.st_ino] = frozenset(os.listdir(host))
+                    names = self._listings_by_inode[st.st_dev, st.st_ino] = frozenset(listdir(host))
             except OSError:
                 names = None
         self._listings[directory] = names
@@ -147,7 +151,7 @@ class FileSystemView:
                 cached = ElfError(path, "is a directory, not an ELF file")
             else:
                 try:
-                    cached = read_elf(path, opened_path=self.host_path(path))
+                    cached = read_elf(path, opened_path=self.host_path(path), follow=self.is_host)
                 except ElfError as error:
                     cached = error
             self._elf[key] = cached

@@ -3,7 +3,9 @@
 1. static linkage of python → torch → bitsandbytes' library (`linkage_check`), before anything is imported;
 2. installed versions (`installed`); stray distro ROCm packages (`verify.strays`);
 3. runtime in the venv and 4. NF4 (`runtime_check`), then the maps-vs-prediction comparison (`maps_compare`).
-The static part reads files only; the runtime part starts the venv's python once.
+The static part reads files only (through verify/safe_read.py), within `CheckOptions.static_time_limit`: running out
+of time is a failing check, not a hang. The runtime part starts the venv's python once — unless the static part ran
+out of time or found a library that is not a regular file (a FIFO would block the probe's dlopen for ever).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import platform
 import posixpath
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +28,15 @@ from verify.image import ProcessImage
 from verify.installed import check_bitsandbytes_version, check_system_rocm, check_torch_build, rocm_info_version
 from verify.linkage_check import Places, judge_linkage
 from verify.maps_compare import compare_maps
-from verify.report import FAIL, PASS, SKIP, WARN, CheckResult, build_report
+from verify.report import FAIL, PASS, SKIP, STATIC_CHECK_IDS, WARN, CheckResult, build_report
 from verify.runtime_check import ProbeRun, RuntimeExpectations, judge_runtime, run_probe
+from verify.safe_read import OutOfTime, read_text, time_limit
 from verify.strays import find_strays
 from verify.torch_loads import torch_import_dlopens
 from verify.venv_layout import Venv, dist_version, find_venv, host_realpath, torch_version_module, under_root
 
 TOOL_VERSION = "0.1.0"
+STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (README: 0.09 s)
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class CheckOptions:
     static_only: bool = False
     root: Path = Path("/")
     timeout: float = 900.0
+    static_time_limit: float | None = STATIC_TIME_LIMIT  # None: no limit
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -58,7 +64,8 @@ def resolve(executable: str, dlopens: list[str], root: Path, environ: Mapping[st
 def host_facts(root: Path) -> dict[str, Any]:
     pretty = None
     try:
-        for line in under_root(root, "/etc/os-release").read_text(encoding="utf-8").splitlines():
+        text = read_text(under_root(root, "/etc/os-release"), 64 << 10, errors="replace", follow=root == Path("/"))
+        for line in text.splitlines():
             if line.startswith("PRETTY_NAME="):
                 pretty = line.split("=", 1)[1].strip().strip('"')
     except OSError:
@@ -155,7 +162,61 @@ def _static_linkage(
         owners=owners, notes=notes,
     )
     evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
+    unsafe = _not_regular_files([finding.path for finding in image.findings], options.root)
+    if unsafe:
+        evidence["not_regular_files"] = unsafe
     return CheckResult(result.id, result.title, result.status, result.reason, evidence), choice, torch_dlopens
+
+
+def _not_regular_files(paths: list[str], root: Path) -> list[str]:
+    """Which of these paths (the files the analysis could not use) exist but are not regular files: the runtime probe
+    would dlopen them, and a FIFO blocks that for ever."""
+    found = []
+    for path in dict.fromkeys(paths):
+        try:
+            mode = os.stat(under_root(root, path)).st_mode
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISREG(mode):
+            found.append(path)
+    return found
+
+
+def _static_part(options: CheckOptions, venv: Venv) -> tuple[list[CheckResult], BnbChoice | None, list[str], Any]:
+    """The static checks (files only): (checks, bitsandbytes' library choice, what `import torch` dlopens, the strays
+    facts)."""
+    try:
+        # Parsed once for the strays check and the system ROCm check (the apt hook runs this after every dpkg run).
+        packages = read_status(options.root)
+    except DpkgDatabaseError:
+        packages = None  # each check reads it itself and says why it cannot
+    strays_check, owners, strays_facts = _strays(options.root, packages)
+    linkage, choice, torch_dlopens = _static_linkage(options, venv, owners)
+    checks = [
+        linkage,
+        check_system_rocm(options.root, options.expect_rocm, packages),
+        check_torch_build(venv, options.expect_rocm),
+        check_bitsandbytes_version(venv, options.expect_bitsandbytes),
+        strays_check,
+    ]
+    return checks, choice, torch_dlopens, strays_facts
+
+
+def _out_of_time(late: OutOfTime) -> list[CheckResult]:
+    reason = (f"the static check did not finish: {late} — a workstation's files take well under a second; look at "
+              "what it stopped at (a hung mount, a flood of files)")
+    return [CheckResult(check_id, check_id, FAIL, reason, {"stopped_before": late.doing})
+            for check_id in STATIC_CHECK_IDS]
+
+
+def _runtime_blocked(checks: list[CheckResult]) -> str | None:
+    """Why the runtime probe must not start after this static part, or None."""
+    linkage = next((c for c in checks if c.id == "linkage.static"), None)
+    unsafe = linkage.evidence.get("not_regular_files") if linkage else None
+    if unsafe:
+        return (f"{', '.join(unsafe)}: not a regular file where the process would load a library (a FIFO would block "
+                "the probe for ever) — remove it and reinstall what owns that path")
+    return None
 
 
 def _host_path(root: Path, path: Path | str) -> str:
@@ -188,23 +249,19 @@ def _maps_check(options: CheckOptions, probe: ProbeRun, torch_dlopens: list[str]
 def run_checks(options: CheckOptions) -> dict[str, Any]:
     """Every check; returns the report dict. Raises venv_layout.VenvError for a --venv that is not a venv."""
     venv = find_venv(options.venv, options.root)
-    checks: list[CheckResult] = []
-
     try:
-        # Parsed once for the strays check and the system ROCm check (the apt hook runs this after every dpkg run).
-        packages = read_status(options.root)
-    except DpkgDatabaseError:
-        packages = None  # each check reads it itself and says why it cannot
-    strays_check, owners, strays_facts = _strays(options.root, packages)
-    linkage, choice, torch_dlopens = _static_linkage(options, venv, owners)
-    checks.append(linkage)
-    checks.append(check_system_rocm(options.root, options.expect_rocm, packages))
-    checks.append(check_torch_build(venv, options.expect_rocm))
-    checks.append(check_bitsandbytes_version(venv, options.expect_bitsandbytes))
-    checks.append(strays_check)
+        with time_limit(options.static_time_limit):
+            checks, choice, torch_dlopens, strays_facts = _static_part(options, venv)
+        blocked = _runtime_blocked(checks)
+    except OutOfTime as late:
+        checks, choice, torch_dlopens, strays_facts = _out_of_time(late), None, [], None
+        blocked = f"the static check did not finish ({late})"
+    if blocked and not options.static_only:
+        checks.append(CheckResult("runtime.torch", "the runtime probe ran in the venv", FAIL,
+                                  f"runtime probe not run: {blocked}", {}))
 
     probe = None
-    if not options.static_only:
+    if not options.static_only and not blocked:
         want = RuntimeExpectations(
             release=options.expect_rocm,
             device=options.device,

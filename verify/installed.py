@@ -15,6 +15,7 @@ from pathlib import Path
 
 from verify.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.report import FAIL, PASS, CheckResult
+from verify.safe_read import read_text
 from verify.venv_layout import Venv, dist_version, torch_version_module, under_root
 
 INSTALL_ROCM_FIX = "install ROCm {release} (amdgpu-install -y --usecase=rocm --no-dkms)"
@@ -24,7 +25,8 @@ _RELEASE = re.compile(r"(\d+\.\d+\.\d+)")
 def rocm_info_version(root: Path) -> str | None:
     """The first line of /opt/rocm/.info/version (e.g. "7.2.4-93"), or None."""
     try:
-        text = under_root(root, "/opt/rocm/.info/version").read_text(encoding="utf-8", errors="replace")
+        text = read_text(under_root(root, "/opt/rocm/.info/version"), 64 << 10, errors="replace",
+                         follow=root == Path("/"))
     except OSError:
         return None
     return text.strip().splitlines()[0].strip() if text.strip() else None

@@ -219,7 +219,7 @@ def _libraries(view: FileSystemView, paths: tuple[str, ...]) -> tuple[SharedLibr
         if os.path.islink(on_disk) or not os.path.isfile(on_disk):
             continue
         try:
-            found.append(SharedLibrary(path, read_elf(path, opened_path=on_disk).soname))
+            found.append(SharedLibrary(path, read_elf(path, opened_path=on_disk, follow=False).soname))
         except ElfError as error:
             found.append(SharedLibrary(path, None, error.reason))
     return tuple(found)

@@ -1,12 +1,14 @@
 """The controller's memory of each host's reports, and the drift of every new report from it.
 
     reports/<host>.json              the latest report (roles/verification/reports.py writes it)
-    reports/last-pass/<host>.json    the host's last report that did not fail (kept here)
+    reports/last-pass/<host>.json    the host's last report that proved a pass (kept here)
 
 When a host's new report arrives — before it replaces reports/<host>.json — `compare_and_keep` states the drift
 (verify/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
 replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
-the previous run. A host's first report has no baseline. A new report that did not fail becomes the last passing one.
+the previous run. A host's first report has no baseline. A new report that proved a pass (the verification stage
+judged it with verify/report.py's rule, exit status and all) becomes the last passing one; a kept last-pass file is a
+baseline only while the same rule still passes it (a file edited or damaged since is not).
 
 A baseline that cannot be read or compared is not an error of the run: it is logged, the drift then says nothing,
 and the next passing report replaces the file.
@@ -21,7 +23,7 @@ from typing import Any, Mapping
 
 from roles.verification.reports import report_filename, save_report
 from verify.drift import Drift, compare_reports
-from verify.report import report_passed
+from verify.report import judge_report
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 
@@ -46,6 +48,10 @@ def _read(path: Path) -> Mapping[str, Any] | None:
 def baseline(reports_dir: Path, host_name: str) -> tuple[Mapping[str, Any], str] | None:
     """(report, how to name it) the host's next report is compared with, or None for a host with no report yet."""
     last_pass = _read(last_pass_path(reports_dir, host_name))
+    if last_pass is not None and not judge_report(last_pass).passed:
+        log.warning("%s no longer proves a pass (%s): no drift from it", last_pass_path(reports_dir, host_name),
+                    judge_report(last_pass).problem or "its verdict is fail")
+        last_pass = None
     if last_pass is not None:
         return last_pass, f"the last passing report ({last_pass.get('generated_at')})"
     previous = _read(reports_dir / report_filename(host_name))
@@ -54,8 +60,9 @@ def baseline(reports_dir: Path, host_name: str) -> tuple[Mapping[str, Any], str]
     return None
 
 
-def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Drift | None:
-    """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it passed.
+def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any], *, passed: bool) -> Drift | None:
+    """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it `passed`
+    (verify/report.py's judgement of this run, which knows the exit status; this module does not).
     Call it before reports/<host>.json is replaced by `report`."""
     found = baseline(reports_dir, host_name)
     drift = None
@@ -65,7 +72,7 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Mapping[str, Any
         except (KeyError, TypeError, AttributeError) as error:  # a report of a much older verifier, or hand-edited
             log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
                         host_name, found[1], error)
-    if report_passed(report):
+    if passed and judge_report(report).passed:  # the caller's judgement, and never a report the rule fails
         save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift
 

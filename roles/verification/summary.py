@@ -3,7 +3,9 @@
 Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
 torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
 their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
-UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why).
+UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why); so is a host
+whose report does not prove what it says (verify/report.py `judge_report`, the rule the verification stage applies):
+a row says PASS or WARN only for a report that proves it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from verify.report import judge_report
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
 COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
@@ -90,6 +94,10 @@ def _linkage(facts: Mapping[str, Any]) -> str:
 
 def row_for(outcome: HostOutcome) -> Row:
     report = outcome.report
+    judged = judge_report(report) if report is not None else None
+    if judged is not None and not judged.trustworthy:
+        report, outcome = None, HostOutcome(outcome.host, NOT_VERIFIED, detail=f"not proven — {judged.line()}",
+                                            torch_label=outcome.torch_label)
     if report is None:
         verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
         reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
@@ -105,7 +113,7 @@ def row_for(outcome: HostOutcome) -> Row:
         for c in report.get("checks", [])
         if c.get("status") in ("fail", "warn")
     ) + tuple(outcome.drift)
-    verdict = str(report.get("verdict", "fail")).upper()
+    verdict = report["verdict"].upper()  # judged: PASS and WARN only where the report proves them
     cells = (
         (report.get("host") or {}).get("os") or "?",
         facts.get("rocm") or "none",

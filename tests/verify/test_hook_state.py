@@ -6,11 +6,14 @@ import json
 
 import pytest
 
+from tests.support.report_samples import edited, sample_report
 from verify.hook_state import KIND, HookResult, HookState, StateError
 
 
 def report(verdict: str) -> dict:
-    return {"kind": "rocm-fleet.verify-report", "verdict": verdict, "checks": [{"id": "strays", "status": "pass"}]}
+    """A static-only report (what the hook checks) with this verdict."""
+    return sample_report({"pass": {}, "warn": {"strays": "warn"}, "fail": {"linkage.static": "fail"}}[verdict],
+                         static_only=True)
 
 
 def test_a_passing_result_is_kept_as_last_and_as_last_passing(tmp_path):
@@ -44,3 +47,15 @@ def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, content, me
         HookState(tmp_path).last()
     assert str(raised.value).startswith(str(tmp_path / "last.json")) and message in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.update(verdict="pass"),  # a failing check under a passing verdict
+    lambda r: r.pop("verdict"),
+    lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),  # the failing check cut out
+])
+def test_a_report_that_does_not_prove_a_pass_never_becomes_the_last_passing_one(tmp_path, change):
+    state = HookState(tmp_path)
+    state.record(HookResult("t1", report("warn")))
+    state.record(HookResult("t2", edited(report("fail"), change)))
+    assert state.last().checked_at == "t2" and state.last_pass().checked_at == "t1"

@@ -1,6 +1,7 @@
 """`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
 
-Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv).
+Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
+`verify.report.exit_status_of`, the same table the controller holds a report's exit status to.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import re
 import sys
 from pathlib import Path
 
+from verify.commands import seconds, write_stdout
 from verify.host_check import CheckOptions, run_checks
+from verify.report import exit_status_of
 from verify.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+MAX_TIMEOUT = 86400.0  # a day: an NF4 smoke test takes seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="analyse the filesystem image at DIR (implies --static-only)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
+                        help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -73,10 +78,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report, sys.stdout, indent=1, sort_keys=False)
-        sys.stdout.write("\n")
+        write_stdout(json.dumps(report, indent=1, sort_keys=False) + "\n")
     else:
-        print(f"{report['host']['hostname']}: {report['verdict'].upper()} — {report['reason']}")
-        for check in report["checks"]:
-            print(f"  {_MARK[check['status']]}  {check['id']}: {check['reason']}")
-    return 1 if report["verdict"] == "fail" else 0
+        lines = [f"{report['host']['hostname']}: {report['verdict'].upper()} — {report['reason']}"]
+        lines += [f"  {_MARK[check['status']]}  {check['id']}: {check['reason']}" for check in report["checks"]]
+        write_stdout("\n".join(lines) + "\n")
+    return exit_status_of(report)

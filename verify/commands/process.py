@@ -15,6 +15,7 @@ import os
 import sys
 
 from verify import image as m
+from verify.commands import write_stdout
 from verify.commands.ldd import add_common_options, library_path_of
 from verify.elf import ElfError
 from verify.process import Analyser, Dlopen
@@ -53,9 +54,9 @@ def run(args) -> int:
         print(f"verify process: {error} (give the ELF executable the process starts from)", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(image.to_json(), indent=2))
+        write_stdout(json.dumps(image.to_json(), indent=2) + "\n")
     else:
-        print("\n".join(describe(image)))
+        write_stdout("\n".join(describe(image)) + "\n")
     return 0 if image.ok else 1
 
 

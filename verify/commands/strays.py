@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 
+from verify.commands import write_stdout
 from verify.dpkg import DpkgDatabaseError
 from verify.strays import StraysReport, find_strays
 
@@ -54,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"strays: {error}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_stdout(json.dumps(report.to_json(), indent=2) + "\n")
     else:
-        sys.stdout.write(format_text(report))
+        write_stdout(format_text(report))
     return 1 if report.strays else 0

@@ -20,6 +20,7 @@ from roles.verification.summary import (
     render_markdown,
     row_for,
 )
+from tests.support.report_samples import edited, sample_report
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
 
@@ -122,6 +123,20 @@ def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
     packages = ["libamd-comgr2", "libamdhip64-5", "libhsakmt1", "librocsparse0", "libdrm-amdgpu1x",
                 "libhsa-runtime64-1", "librocm-smi64-1"]
     risky = ["libhsa-runtime64-1", "librocm-smi64-1"]
-    report = {"facts": {"strays": {"count": 7, "packages": packages, "binding_risk": risky}}, "checks": []}
+    report = sample_report({"strays": "warn"})
+    report["facts"]["strays"] = {"count": 7, "packages": packages, "binding_risk": risky}
     cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
     assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r.update(verdict="pass"), "not proven — the report's verdict 'pass' is not what its checks give"),
+    (lambda r: r.update(verdict="PASS"), "not proven — the report does not match verify/report_schema.json"),
+    (lambda r: r["checks"][0].pop("status"), "not proven — the report does not match verify/report_schema.json"),
+])
+def test_a_report_that_does_not_prove_its_verdict_is_not_shown_as_one(change, words):
+    """The summary shows PASS or WARN only where verify/report.py's rule says the report proves it."""
+    report = edited(sample_report({"linkage.static": "fail"}), change)
+    row = row_for(HostOutcome("ws1", VERIFIED, report))
+    assert row.verdict == "NOT VERIFIED" and row.reason.startswith(words), row
+    assert "NOT VERIFIED" in render_markdown([HostOutcome("ws1", VERIFIED, report)], title="t", generated_at="now")
