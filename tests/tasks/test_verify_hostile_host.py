@@ -1,6 +1,7 @@
-"""Issue 9 findings 4, 5 and 6 on a real host: a local Debian 12 workstation (localfleet) over SSH, logged in as an
-admin with sudo, with the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
-bitsandbytes 0.50.1 installed by the venv stage and the apt hook by its stage.
+"""A hostile workstation against the verification stage and the apt hook, on a real host: a local Debian 12
+workstation (localfleet) over SSH, logged in as an admin with sudo, with the real torch 2.13.0 CPU wheel (the
+STAND-IN for the unreachable ROCm wheel) and bitsandbytes 0.50.1 installed by the venv stage and the apt hook by its
+stage.
 
 - A verifier whose output lies (a STAND-IN: a root-owned /usr/local/bin/python3 that runs the real verifier and
   rewrites its verdict, as a damaged or tampered verifier would print it): tasks/verify.py passed such a host before;
