@@ -134,8 +134,14 @@ def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
     up, root = fleet
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
     assert run.returncode == 0, run.explain()
-    assert run.changed_operations == ["GPU access | workstation_users in render and video"], run.explain()
+    assert run.changed_operations == [
+        "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)"], run.explain()
     assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
+    # An account made later with Debian's own adduser joins them too (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS; issue 11).
+    assert set(_chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer")
+               .split()) == {"newcomer", "users", "render", "video"}
+    _chroot(root, "deluser --quiet newcomer && rm -rf /home/newcomer")
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
