@@ -1,7 +1,8 @@
 """Check 1 — static linkage of the Python process, before anything is imported: python → torch → bitsandbytes.
 
 The process model (`ProcessImage`, from the resolver) is the venv's python, then what `import torch` dlopens
-(`verify/stack/torch_loads.py`), then the native library bitsandbytes would pick (`verify/stack/bnb_library.py`). This module judges it:
+(`verify/stack/torch_loads.py`), then the native library bitsandbytes would pick (`verify/stack/bnb_library.py`). This
+module judges it:
 
 - nothing is missing and no file is broken;
 - torch's ROCm libraries come from torch/lib: every ROCm name a torch object asks for is served by torch's bundled
