@@ -3,8 +3,8 @@
 Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
 venv's python (with -B, so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the
 run ends, the fleet summary (`fleet.py`). A host passes only on a report that proves it (`reports.py`, and the rule
-in verify/report/report.py); a host whose verdict is "fail" is failed with the report's one-line reason, a host whose output
-proves nothing with one line saying what was wrong. pyinfra then runs nothing more on it and exits 1.
+in verify/report/report.py); a host whose verdict is "fail" is failed with the report's one-line reason, a host whose
+output proves nothing with one line saying what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations

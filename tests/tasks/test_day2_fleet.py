@@ -39,7 +39,6 @@ from tests.support.fleet_deploy import deploy, host_lines
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-RUN_TIMEOUT = 900
 VENV = "/opt/rocm-fleet/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 RUNNING = platform.release()  # a chroot runs this machine's kernel
@@ -61,13 +60,13 @@ def workstation(tmp_path_factory):
             # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
             host.run(["sh", "-c", "apt-get update -q && apt-get install -y -q wget"])
             for task in ("tasks/rocm.py", "tasks/venv.py", "tasks/apt_hook.py", "tasks/boot_check.py"):
-                run = deploy(up.inventory, task, timeout=RUN_TIMEOUT)
+                run = deploy(up.inventory, task)
                 assert run.returncode == 0, (task, run.explain())
             yield up, host, reports
 
 
 def verify(up, reports: Path) -> tuple[object, dict]:
-    run = deploy(up.inventory, "tasks/verify.py", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/verify.py")
     assert run.returncode == 1, run.explain()  # no ROCm libraries here: every report fails on linkage, by design
     return run, json.loads((reports / "ws1.json").read_text())
 
@@ -79,7 +78,7 @@ def check(report: dict, check_id: str) -> dict:
 def apt(host, *arguments: str) -> tuple[list[str], str]:
     """apt-get as the admin runs it (over SSH, with sudo): the hook's lines and all output."""
     done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments],
-                    check=False, timeout=900)
+                    check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     return [line for line in output.splitlines() if line.startswith(HOOK_PREFIX)], output
@@ -112,7 +111,7 @@ def test_amds_pin_removed_by_hand_fails_the_next_verification_with_the_fix_and_t
     assert any(line.startswith("DRIFT worse since") and "apt.pin: pass → fail" in line
                for line in host_lines(run.log, "ws1")), run.explain()
 
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/rocm.py")
     assert run.returncode == 0, run.explain()
     assert "ROCm | AMD's apt pin (o=repo.radeon.com, 600)" in run.changed_operations, run.explain()
     assert (host.root / PIN_FILE.lstrip("/")).read_text() == (
@@ -216,13 +215,13 @@ def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification
     assert command.startswith("/usr/bin/python3 -I /var/lib/rocm-fleet/verify.pyz boot-check --venv "
                               "/opt/rocm-fleet/venv")
     # No systemd runs as PID 1 in a chroot: the unit's command, run by hand as root (sh reads systemd's quoting alike).
-    first = host.ssh(["sudo", "sh", "-c", command], check=False, timeout=900)
+    first = host.ssh(["sudo", "sh", "-c", command], check=False)
     assert first.returncode == 1, first.stdout + first.stderr  # the check fails (no ROCm libraries), and says so
     assert first.stdout.startswith(f"rocm-fleet boot check: {RUNNING}: FAIL — linkage.static: libhipblas.so.3")
     kept = json.loads((host.root / STATE_DIR.lstrip("/") / "last.json").read_text())
     this_boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()  # the chroot's /proc is this machine's
     assert (kept["boot_id"], kept["kernel"], kept["report"]["request"]["static_only"]) == (this_boot, RUNNING, False)
-    again = host.ssh(["sudo", "sh", "-c", command], check=False, timeout=300)
+    again = host.ssh(["sudo", "sh", "-c", command], check=False)
     assert again.stdout.startswith(f"rocm-fleet boot check: already checked this boot ({RUNNING}, ")
 
     _, report = verify(up, reports)
@@ -230,7 +229,7 @@ def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification
         "boot_id": this_boot, "kernel": RUNNING, "checked_at": kept["checked_at"], "verdict": "fail",
         "reason": kept["report"]["reason"], "previous_kernel": None}
 
-    run = deploy(up.inventory, "tasks/boot_check.py", "boot_check=false", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/boot_check.py", "boot_check=false")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["Boot check | Remove the boot-time check (boot_check: False)"], run.explain()
     assert not (host.root / UNIT_PATH.lstrip("/")).exists() and not (host.root / STATE_DIR.lstrip("/")).exists()

@@ -1,7 +1,7 @@
 """`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
-`verify.report.report.exit_status_of`, the same table the controller holds a report's exit status to.
+`Report.exit_status` (verify/report/report.py), the same table the controller holds a report's exit status to.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
 from verify.commands import seconds, write_stdout
-from verify.report.report import exit_status_of
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
@@ -100,4 +99,4 @@ def run(args: argparse.Namespace) -> int:
         lines = [f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}"]
         lines += [f"  {_MARK[check.status]}  {check.id}: {check.reason}" for check in report.checks]
         write_stdout("\n".join(lines) + "\n")
-    return exit_status_of(report.to_json())
+    return report.exit_status
