@@ -67,7 +67,7 @@ def verify(up, host) -> tuple[object, list[str]]:
 def apt_install(host):
     """A real dpkg run as the admin runs it (over SSH, with sudo): the apt hook runs after it."""
     return host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "--reinstall",
-                     "/tmp/ok.deb"], check=False, timeout=900)
+                     "/tmp/ok.deb"], check=False)
 
 
 @pytest.mark.parametrize("edit, status, words", [
