@@ -6,9 +6,12 @@ lock and a venv counts as ready only when its stamp (the exact requirement list)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,3 +46,18 @@ def ensure_venv(name: str, requirements: tuple[str, ...], python: str = sys.exec
 def site_packages(venv: Path) -> Path:
     (found,) = (venv / "lib").glob("python3*/site-packages")
     return found
+
+
+@contextlib.contextmanager
+def root_only_dir():
+    """A new directory (mode 755) whose parents only root can write, removed afterwards: for venvs another account
+    owns (pytest's tmp_path lies under /tmp, which every account can write, and under a directory only root can enter).
+    """
+    base = REPO / ".cache"
+    base.mkdir(exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix="root-only-", dir=base))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
