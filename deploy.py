@@ -18,6 +18,7 @@ STAGES = (
     "venv",  # 4: the torch + bitsandbytes venv (or from the wheelhouse)
     "strays",  # 5: distro ROCm packages: report or remove
     "apt_hook",  # before verify, which stops a failing host: every provisioned host gets the dpkg-run re-check
+    "boot_check",  # likewise: the once-per-boot re-check (the next kernel takes effect only at the next boot)
     "verify",  # 6: the verifier on the host: linkage, versions, NF4; reports/<host>.json
 )
 

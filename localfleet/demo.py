@@ -79,7 +79,8 @@ def run_deploy(fleet: Fleet) -> int:
 
 
 def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, dict | None]:
-    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None."""
+    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None; judged and
+    read by demo_verdict."""
     found: dict[str, dict | None] = {}
     for host in hosts:
         try:

@@ -4,7 +4,7 @@
 """
 
 from roles.settings import require_valid_inventory
-from roles.strays.deploy import stray_distro_rocm
+from roles.strays.deploy import strays
 
 require_valid_inventory()
-stray_distro_rocm()
+strays()

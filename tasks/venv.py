@@ -4,7 +4,7 @@
 """
 
 from roles.settings import require_valid_inventory
-from roles.venv.deploy import python_venv
+from roles.venv.deploy import venv
 
 require_valid_inventory()
-python_venv()
+venv()

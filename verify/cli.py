@@ -15,7 +15,7 @@ import sys
 from verify.oneshot import one_command_process
 
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
-COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
+COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check")
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ host file in verify/ goes through `open_regular` (or `read_bytes` / `read_text` 
 - `follow=False` adds O_NOFOLLOW, for paths already resolved inside an image (`--root`: following a link there would
   leave the image) and for our own state files;
 - `read_bytes`/`read_text` refuse a file larger than the caller's limit (`FileTooLarge`, also an OSError) instead of
-  reading it; the ELF reader reads a few ranges and bounds each itself (verify/elf.py);
+  reading it; the ELF reader reads a few ranges and bounds each itself (verify/ld/elf.py);
 - `time_limit(seconds)` sets a deadline for everything opened or listed inside it (the static part of a check): past
   it, `OutOfTime` is raised — not an OSError, so it reaches the caller that set the limit and becomes a finding there.
   The deadline is checked before each file operation: it stops a flood of work, it cannot interrupt one system call

@@ -10,7 +10,7 @@ Files on the host:
                                                 holds the sha256 of every file in it (sha256sum's format), so the
                                                 fact can tell an intact copy from a damaged one by its content
     /var/lib/rocm-fleet/apt-hook/last.json      the last result, and last-pass.json the last passing one (written
-                                                by the hook itself, verify/hook_state.py)
+                                                by the hook itself, verify/report/hook_state.py)
 
 Every command that changes these files runs whole under the host's lock (roles/host_lock.py), and builds what it
 writes under a private, unpredictable name (mktemp) before moving it into place: two runs on one host at once wait

@@ -19,7 +19,7 @@ from roles.apt_hook.model import (
     write_config_command,
 )
 from roles.host_lock import under_host_lock
-from roles.stage_control import fail_command, tell_command
+from roles.stage import fail_command, tell_command
 
 
 def _same_text(installed: str | None, wanted: str) -> bool:

@@ -1,7 +1,8 @@
 """Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes.
 
 The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
-runs): a path whose directories another account can write would let that account swap the venv (model.venv_path_problem).
+runs): a path whose directories another account can write would let that account swap the venv
+(roles/debian/path_access.py).
 """
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
 
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.debian.facts import VenvPathAccess
+from roles.debian.path_access import venv_path_problem
+from roles.settings import HostSettings
+from roles.stage import stage, stop
 from roles.uploads import Upload, checked_files
-from roles.venv.facts import HostPython3, VenvPathAccess
-from roles.venv.model import venv_path_problem
+from roles.venv.facts import HostPython3
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import prepare_wheelhouse, wheelhouse_files
 
@@ -23,12 +24,8 @@ from roles.venv.wheelhouse import prepare_wheelhouse, wheelhouse_files
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
-@deploy("Venv")
-def python_venv() -> None:
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
-    settings = settings_for(host)
+@stage("Venv")
+def venv(settings: HostSettings) -> None:
     problem = venv_path_problem(settings.venv_path, settings.venv_owner,
                                 host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     if problem:

@@ -1,5 +1,5 @@
-"""Facts of the venv stage: the host's python3 (what the wheels must fit), what an existing venv holds, and who can
-write the directories leading to it.
+"""Facts of the venv stage: the host's python3 (what the wheels must fit) and what an existing venv holds (who can
+write the directories leading to it is roles/debian/facts.py's VenvPathAccess, which preflight reads too).
 
 None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
 venv is read as data by the host's own python3 (`python3 -I`: root's interpreter, no PYTHON* variables, no user site,
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.venv.model import HostPython, PathAccess, VenvState, ancestors, parse_path_access
+from roles.venv.model import HostPython, VenvState
 
 _HOST_PYTHON = (
     "import json, os, platform, sys; "
@@ -29,7 +29,7 @@ _HOST_PYTHON = (
 # of the venv, copied as text: the fact below runs alone on the host (`python3 -I -c`), where verify/ is not
 # importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
 # tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
-# verify/venv_layout.MAX_METADATA.
+# verify/stack/venv_layout.MAX_METADATA.
 _READ_TEXT = r'''
 import os, stat
 LIMIT = 16 << 20
@@ -177,30 +177,3 @@ class VenvContents(FactBase):
         packages = {canonicalize_name(name): version for name, version in data["packages"].items()}
         return VenvState(python=data["python"] or "?", owner=data["owner"] or "?", packages=packages,
                          foreign=data.get("foreign"), broken=data.get("broken"))
-
-
-class VenvPathAccess(FactBase):
-    """Who can write the directories leading to the venv at `path` (see model.venv_path_problem): every existing
-    ancestor of the path as written and of its resolved form, `stat`ed without following it, the owner's uid, and
-    the accounts in each group involved. Shell and coreutils only: it runs in preflight, before python3 may exist."""
-
-    def command(self, path: str, owner: str) -> str:
-        written = " ".join(shlex.quote(directory) for directory in ancestors(path))
-        return (
-            f"p={shlex.quote(path)}; "
-            f"printf 'owner %s\\n' \"$(id -u -- {shlex.quote(owner)} 2>/dev/null)\"; "
-            'r=$(realpath -m -- "$(dirname -- "$p")"); printf \'resolved %s\\n\' "$r"; '
-            f'dirs=$({{ for d in {written}; do printf \'%s\\n\' "$d"; done; d=$r; printf \'%s\\n\' "$d"; '
-            'while [ "$d" != / ]; do d=$(dirname -- "$d"); printf \'%s\\n\' "$d"; done; } | sort -u | '
-            'while IFS= read -r d; do if [ -e "$d" ] || [ -L "$d" ]; then '
-            "stat -c 'dir %u %g %f %U %G %n' -- \"$d\"; fi; done); "
-            'printf \'%s\\n\' "$dirs"; for g in $(printf \'%s\\n\' "$dirs" | cut -d" " -f3 | sort -u); do '
-            'getent group "$g" | sed "s/^/group /"; '
-            'getent passwd | awk -F: -v g="$g" \'$4 == g {print "primary " g " " $1}\'; done'
-        )
-
-    def default(self) -> PathAccess:  # no output at all (e.g. a @fake host): nothing known, nothing refused
-        return PathAccess(owner_uid=None, entries=())
-
-    def process(self, output) -> PathAccess:
-        return parse_path_access(list(output))

@@ -5,9 +5,9 @@ venv's python (with -B, so not even a .pyc is written) — as `venv_owner` (`--p
 another account owns: the verifier runs as root, the code in the venv is its owner's. The verifier runs only when its
 sha256 is this checkout's (`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads
 strictly). On the controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A
-host passes only on a report that proves it (`reports.py`, and the rule in verify/report.py); a host whose verdict is
-"fail" is failed with the report's one-line reason, a host whose output proves nothing with one line saying what was
-wrong. pyinfra then runs nothing more on it and exits 1.
+host passes only on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose
+verdict is "fail" is failed with the report's one-line reason, a host whose output proves nothing with one line saying
+what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ import shlex
 from pathlib import Path
 
 from pyinfra import host, logger, state
-from pyinfra.api import deploy
 from pyinfra.operations import python, server
 
-from roles.report_history import compare_and_keep, drift_lines
-from roles.settings import HostSettings, settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.settings import HostSettings
+from roles.stage import stage
 from roles.verification.fleet import fleet_summary
+from roles.verification.report_history import compare_and_keep, drift_lines
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, save_report
 from roles.verifier import upload_verifier, verifier_command
 
@@ -42,6 +41,8 @@ def check_arguments(settings: HostSettings) -> list[str]:
         arguments.insert(-1, "--no-gpu-required")
     if settings.torch_label:
         arguments[-1:-1] = ["--torch-label", settings.torch_label]
+    if settings.rocm_install == "install":  # ROCm comes from AMD's repositories: their pin and lists are checked
+        arguments.insert(-1, "--expect-amd-repo")
     return arguments
 
 
@@ -56,6 +57,7 @@ def expected_request(settings: HostSettings) -> dict:
         "static_only": False,
         "root": "/",
         "torch_label": settings.torch_label,
+        "expect_amd_repo": settings.rocm_install == "install",
     }
 
 
@@ -90,20 +92,20 @@ def _collect(state, host, run, reports_dir: str, torch_label: str | None, reques
     if outcome.failed:
         host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
         return False
-    verdict = outcome.report.get("verdict")
-    host.log_styled(f"verification {verdict}: {outcome.report.get('reason')} (report: {saved})",
+    verdict = outcome.report.verdict
+    host.log_styled(f"verification {verdict}: {outcome.report.reason} (report: {saved})",
                     fg="green" if verdict == "pass" else "yellow", log_func=logger.info)
     return True
 
 
-@deploy("Verify")
-def verify_workstation() -> None:
-    settings = settings_for(host)
-    summary = fleet_summary(state, reports_dir_for(settings))
-    summary.note_label(host.name, settings.torch_label)
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
+def join_fleet_summary(settings: HostSettings) -> None:
+    """Register the run's fleet summary (the first host does) and this host's torch label — also on a host an earlier
+    stage stopped, whose row then says where it failed."""
+    fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
+
+
+@stage("Verify", every_host=join_fleet_summary)
+def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
     run = server.shell(

@@ -6,8 +6,8 @@ a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `una
 and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
 succeeds and the judging happens here, with the report in hand.
 
-A host passes only on a report that proves it (verify/report.py `judge_report`, the one rule): exactly that output,
-one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and the
+A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that
+output, one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and the
 verdict its checks give, the question asked of this host answered (`request`), the host's own name in it, and exit
 status 0. A trustworthy report with verdict fail fails the host with the report's reason; anything else fails it with
 one line saying what was wrong and what to do.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from verify.report import RERUN_FIX, judge_report
+from verify.api import RERUN_FIX, Report, ReportError, judge_report
 
 EXIT_MARKER = "rocm-fleet-verify-exit="
 HOST_MARKER = "rocm-fleet-verify-host="
@@ -37,7 +37,7 @@ class CheckRun:
     """One host's verifier run as the controller sees it."""
 
     exit_code: int | None  # None: the marker line never came (the shell or SSH died first)
-    report: Mapping[str, Any] | None  # only a trustworthy report (verify.report.Judgement.trustworthy)
+    report: Report | None  # only a trustworthy report (verify.report.report.Judgement.trustworthy)
     error: str | None  # no report: one line, "did not run — …" or "not proven — what was wrong — the fix"
     passed: bool = False  # the report proves the host passed
 
@@ -119,7 +119,11 @@ def parse_check_output(stdout: str, stderr: str = "", *, request: Mapping[str, A
     judged = judge_report(report, exit_status=exit_code, hostname=host_match.group(1), request=request)
     if not judged.trustworthy:
         return refused(judged.problem, judged.fix)
-    return CheckRun(exit_code, report, None, passed=judged.passed)
+    try:
+        typed = Report.from_json(report)
+    except ReportError as error:  # schema-valid, so not expected: still no pass on it
+        return refused(f"the verifier's report cannot be read ({error})")
+    return CheckRun(exit_code, typed, None, passed=judged.passed)
 
 
 def report_filename(host_name: str) -> str:
@@ -127,12 +131,12 @@ def report_filename(host_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "_", host_name).strip("_") + ".json"
 
 
-def save_report(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Path:
+def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
     """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
     reports_dir.mkdir(parents=True, exist_ok=True)
     target = reports_dir / report_filename(host_name)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
     os.replace(partial, target)
     return target
 
@@ -142,4 +146,4 @@ def failure_line(host_name: str, run: CheckRun, saved: Path | None) -> str:
     if run.report is None:
         return f"{host_name}: verification {run.error}"
     where = f" (report: {saved})" if saved else ""
-    return f"{host_name}: verification failed — {run.report.get('reason')}{where}"
+    return f"{host_name}: verification failed — {run.report.reason}{where}"

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
 from tests.support.fleet_checks import kernel_stack, rooted_processes
 from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_row
@@ -65,7 +65,7 @@ def _waiting_apt(host, deploy_run: subprocess.Popen) -> int | None:
     """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it waits for the lock — asleep in
     the kernel's nanosleep: apt takes the dpkg locks before it does anything else, and while they are held it only
     sleeps between its attempts (apt-get sleeps nowhere else). None if the deploy ends without one.
-    Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/apt_commands.py); and not a number of
+    Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py); and not a number of
     seconds that apt has been running: on a loaded machine it may still be starting after them."""
     def waiting_or_ended() -> int | str | None:
         for process in rooted_processes(host.root):

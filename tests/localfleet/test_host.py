@@ -61,7 +61,7 @@ def test_a_stopped_sshd_refuses_connections_and_starts_again_on_the_same_port(fl
 def test_a_held_dpkg_lock_makes_apt_fail_naming_the_holder(fleet):
     ws1 = fleet.host("ws1")
     # Takes the locks, changes nothing. No lock timeout: apt then names the holder in an error line (after a wait it
-    # does so only in progress lines, which it may not print; see roles/apt_commands.py).
+    # does so only in progress lines, which it may not print; see roles/debian/apt_commands.py).
     apt = ["apt-get", "-y", "-o", "DPkg::Lock::Timeout=0", "autoremove"]
     with ws1.hold_dpkg_lock() as lock:
         assert lock.holding()

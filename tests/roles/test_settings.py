@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from roles import pins
-from roles.settings import KEYS, PLAIN_CHARACTERS, SCHEMA, HostSettings, check_data, markdown_table
+from roles.settings import KEYS, SCHEMA, HostSettings, check_data, markdown_table
+from roles.validators import PLAIN_CHARACTERS
+from tests.support.extra_release import extra_release
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -49,8 +51,11 @@ def test_valid_data_is_normalised():
     ({"rocm_release": "7.2"}, "rocm_release", "got '7.2', expected a release as MAJOR.MINOR.PATCH such as '7.2.4'"),
     ({"rocm_build": 70204}, "rocm_build", "got the number 70204, expected a string such as '70204' (on the command "
                                           "line, quote it twice: --data rocm_build='\"70204\"')"),
-    ({"rocm_release": "7.2.3"}, "rocm_build",
-     "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
+    ({"rocm_release": "7.2.3"}, "rocm_release",
+     "got '7.2.3', a ROCm release this checkout does not know — known: 7.2.4 (a release is added as "
+     "verify/stack/releases/7.2.3.json)"),
+    ({"rocm_build": "70205"}, "rocm_build",
+     "'70205' does not match rocm_release '7.2.4', whose build number is '70204': set both together"),
     ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",
      "got 'repo.radeon.com', expected an http(s) URL such as 'https://repo.radeon.com'"),
     ({"venv_path": "opt/venv"}, "venv_path",
@@ -192,10 +197,11 @@ HTTP_WITHOUT_SHA256 = ("'http://mirror.lab/radeon' is plain http and amdgpu_inst
 def test_an_http_mirror_without_the_installers_sha256_is_refused():
     assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"}) == [
         ("repo_radeon_base_url", HTTP_WITHOUT_SHA256)]
-    # Named with the release actually asked for.
-    [(_, detail)] = _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "rocm_release": "7.2.0",
-                               "rocm_build": "70200"})
-    assert "amdgpu-install_7.2.70200-1_all.deb" in detail
+    # Named with the release actually asked for (a known one: a release is what has a file in verify/stack/releases/).
+    with extra_release("7.2.5", "70205"):
+        [(_, detail)] = _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "rocm_release": "7.2.5",
+                                   "rocm_build": "70205"})
+    assert "amdgpu-install_7.2.5.70205-1_all.deb" in detail
 
 
 def test_an_http_mirror_with_the_sha256_and_an_https_one_without_pass():
@@ -209,6 +215,11 @@ def test_an_http_mirror_passes_when_pins_hold_the_sha256_for_every_codename(monk
         "repo_radeon_base_url"]  # noble is missing: an Ubuntu 24.04 host would download it unchecked
     monkeypatch.setattr(pins, "AMDGPU_INSTALL_SHA256", {"jammy": "ab" * 32, "noble": "cd" * 32})
     assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"}) == []
+
+
+def test_a_build_number_not_in_amds_form_names_the_form():
+    assert _problems({"rocm_build": "7024"}) == [
+        ("rocm_build", "got '7024', expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'")]
 
 
 def test_pyinfra_keys_and_unrelated_keys_pass():

@@ -6,12 +6,16 @@ stand-in with AMD's layout, names and version strings:
     amdgpu-install/7.2.4/ubuntu/jammy/amdgpu-install_7.2.4.70204-1_all.deb
         /usr/bin/amdgpu-install: a script that installs the `rocm` meta package with apt-get (--rocmrelease=R: `rocmR`)
             and records its arguments in /var/log/amdgpu-install-standin.args
+        /etc/apt/preferences.d/repo-radeon-pin-600: AMD's pin (Package: *, Pin: release o=repo.radeon.com, 600)
         /etc/apt/sources.list.d/rocm.list and amdgpu.list, deliberately naming the wrong ROCm release (7.2.1), as
             AMD's own 7.2.1 quick start had users fix by hand
     rocm/apt/7.2.4 jammy main: rocm-core 7.2.4.70204-93~22.04 (/opt/rocm-7.2.4/.info/version; registers /opt/rocm
         with update-alternatives as AMD's does) and rocm 7.2.4.70204-93~22.04 (depends on it); the multi-version
         pair rocm-core7.2.4 and rocm7.2.4 (same content) that `--rocmrelease=7.2.4` installs
+        and AMD's rocminfo, hipcc, rocm-cmake, rocm-device-libs (empty stand-ins with AMD's 7.2.4 version strings,
+        which sort below Debian's: only AMD's pin makes them apt's candidates)
     graphics/7.2.4/ubuntu, amdgpu/30.30.4/ubuntu jammy main: empty repositories
+Every Release file says `Origin: repo.radeon.com`, as AMD's do: that is what AMD's pin matches.
 
 The repositories are signed (InRelease) with a throw-away key made for the mirror, which the stand-in installer deb
 ships as /etc/apt/keyrings/rocm.gpg and names in its lists' signed-by, as AMD's deb does with AMD's key: apt checks
@@ -38,6 +42,10 @@ ROCM_VERSION = "7.2.4.70204-93~22.04"
 INSTALLER_VERSION = "7.2.4.70204-1"
 KEYRING = "/etc/apt/keyrings/rocm.gpg"
 OPTIONS = f"[arch=amd64 signed-by={KEYRING}]"
+ORIGIN = "repo.radeon.com"
+PIN_FILE = "/etc/apt/preferences.d/repo-radeon-pin-600"
+# The names the distributions share with AMD, with AMD's component versions for 7.2.4 (verify/stack/releases/).
+SHARED_NAMES = {"rocminfo": "1.0.0", "hipcc": "1.1.1", "rocm-cmake": "0.14.0", "rocm-device-libs": "1.0.0"}
 
 AMDGPU_INSTALL_SCRIPT = """#!/bin/sh
 # STAND-IN for AMD's amdgpu-install (tests only): installs the rocm use case from the configured repositories.
@@ -148,8 +156,8 @@ def repository(top: Path, debs: list[Path], signer: Signer) -> None:
     binary.mkdir(parents=True, exist_ok=True)
     (binary / "Packages").write_text(packages)
     (binary / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
-    lines = [f"Suite: {CODENAME}", f"Codename: {CODENAME}", "Date: Mon, 01 Jan 2024 00:00:00 UTC", "Components: main",
-             "Architectures: amd64", "SHA256:"]
+    lines = [f"Origin: {ORIGIN}", f"Label: {ORIGIN}", f"Suite: {CODENAME}", f"Codename: {CODENAME}",
+             "Date: Mon, 01 Jan 2024 00:00:00 UTC", "Components: main", "Architectures: amd64", "SHA256:"]
     for index in ("main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"):
         data = (top / "dists" / CODENAME / index).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {index}")
@@ -174,6 +182,7 @@ def _build_mirror(root: Path, base_url: str, debs: Path, signer: Signer) -> str:
         "/etc/apt/sources.list.d/rocm.list": (f"deb {OPTIONS} {base_url}/rocm/apt/{wrong} {CODENAME} main\n"
                                               f"deb {OPTIONS} {base_url}/graphics/{wrong}/ubuntu {CODENAME} main\n"),
         "/etc/apt/sources.list.d/amdgpu.list": f"deb {OPTIONS} {base_url}/amdgpu/30.30.4/ubuntu {CODENAME} main\n",
+        PIN_FILE: f"Package: *\nPin: release o={ORIGIN}\nPin-Priority: 600\n",
     })
     rocm = []
     for suffix in ("", "7.2.4"):  # single-version names, and the multi-version ones
@@ -182,6 +191,8 @@ def _build_mirror(root: Path, base_url: str, debs: Path, signer: Signer) -> str:
                               rocm_core_scripts("7.2.4", "70204")))
         rocm.append(build_deb(debs, {"Package": f"rocm{suffix}", "Version": ROCM_VERSION,
                                      "Depends": f"rocm-core{suffix} (= {ROCM_VERSION})"}))
+    for name, component in SHARED_NAMES.items():
+        rocm.append(build_deb(debs, {"Package": name, "Version": f"{component}.70204-93~22.04"}))
     folder = root / "amdgpu-install" / "7.2.4" / "ubuntu" / CODENAME
     folder.mkdir(parents=True)
     (folder / installer.name).write_bytes(installer.read_bytes())

@@ -1,5 +1,5 @@
-"""Reports shaped exactly as `verify check` builds them (verify/report.py `build_report`, every check the verifier
-always runs), for tests of the rules that judge reports. The real verifier's own reports are used wherever a test
+"""Reports shaped exactly as `verify check` builds them (verify/report/report.py `build_report`, every check the
+verifier always runs), for tests of the rules that judge reports. The real verifier's own reports are used wherever a test
 can run it (tests/support/verify_runs.py); these are for the cases no real run produces: a hand-edited or damaged
 report, a verdict that contradicts its checks.
 """
@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
-from verify.report import CheckResult, build_report
+from verify.report.report import CheckResult, Facts, HostInfo, ProbeAccountFacts, Report, Request, build_report
 
 HOSTNAME = "ws1"
 REQUEST = {"venv": "/opt/rocm-fleet/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1", "device": "auto",
@@ -19,33 +20,32 @@ STATIC = ("linkage.static", "versions.rocm", "versions.torch", "versions.bitsand
 RUNTIME = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.maps", "nf4.cuda0")
 
 
-def sample_report(statuses: dict[str, str] | None = None, *, static_only: bool = False) -> dict[str, Any]:
-    """Every check "pass" unless `statuses` says otherwise ({check id: status}; an id mapped to None is left out)."""
+FACTS = Facts(rocm="7.2.4-93", torch="2.13.0+rocm7.2", torch_hip="7.2.53211", bitsandbytes="0.50.1",
+              bnb_library="libbitsandbytes_rocm72.so", gpus=(), device_mode="gpu", linkage=None, strays=None, nf4=(),
+              probe_account=ProbeAccountFacts("alice", 1001, ("alice", "render", "video")))
+
+
+def sample(statuses: dict[str, str] | None = None, *, static_only: bool = False,
+           checks: list[CheckResult] | None = None) -> Report:
+    """Every check "pass" unless `statuses` says otherwise ({check id: status}; an id mapped to None is left out);
+    `checks`: these instead."""
     statuses = statuses or {}
     ids = STATIC if static_only else STATIC + RUNTIME
-    checks = [CheckResult(i, i, statuses.get(i, "pass"), f"{i}: {statuses.get(i, 'pass')}")
-              for i in ids if statuses.get(i, "pass") is not None]
+    checks = checks or [CheckResult(i, i, statuses.get(i, "pass"), f"{i}: {statuses.get(i, 'pass')}")
+                        for i in ids if statuses.get(i, "pass") is not None]
     return build_report(
-        host={"hostname": HOSTNAME, "os": "Ubuntu 24.04.4 LTS", "kernel": "6.17.0", "machine": "x86_64",
-              "python": "3.12.3"},
-        request=dict(REQUEST, static_only=static_only),
-        facts={"rocm": "7.2.4-93", "torch": "2.13.0+rocm7.2", "torch_hip": "7.2.53211", "bitsandbytes": "0.50.1",
-               "bnb_library": "libbitsandbytes_rocm72.so", "gpus": [], "device_mode": "gpu", "linkage": None,
-               "strays": None, "nf4": [],
-               "probe_account": None if static_only else {"user": "alice", "uid": 1001,
-                                                          "groups": ["alice", "render", "video"]}},
+        host=HostInfo(HOSTNAME, "Ubuntu 24.04.4 LTS", "6.17.0", "x86_64", "3.12.3"),
+        request=Request(**dict(REQUEST, static_only=static_only)),
+        facts=replace(FACTS, probe_account=None) if static_only else FACTS,
         checks=checks,
         generated_at="2026-11-29T18:00:00Z",
         tool_version="0.1.0",
     )
 
 
-def version_1(report: dict[str, Any]) -> dict[str, Any]:
-    """`report` as the verifier before facts.probe_account (schema version 1) would have written it."""
-    old = copy.deepcopy(report)
-    old["schema_version"] = 1
-    old["facts"].pop("probe_account")
-    return old
+def sample_report(statuses: dict[str, str] | None = None, *, static_only: bool = False) -> dict[str, Any]:
+    """`sample(...)` as the JSON document `verify check` prints."""
+    return sample(statuses, static_only=static_only).to_json()
 
 
 def edited(report: dict[str, Any], change) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """An interrupted dpkg run on a real local-fleet host (Debian 12 over SSH, an admin with sudo), met by the ROCm stage
-(roles/apt_commands.py wraps its apt-get): the host fails with one line that names the fix, and that fix, run as the
+(roles/debian/apt_commands.py wraps its apt-get): the host fails with one line that names the fix, and that fix, run as the
 line says, lets the next run go through.
 
 The interruption is real: `dpkg -i` of a package whose postinst waits, killed (SIGKILL, as a lost SSH session or a
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import INTERRUPTED_FIX, interrupted_message
+from roles.debian.apt_commands import INTERRUPTED_FIX, interrupted_message
 from tests.support.amd_mirror import build_deb, build_mirror, serving
 from tests.support.fleet_checks import rooted_processes
 from tests.support.fleet_deploy import ENV, REPO, PYINFRA, deploy, host_lines

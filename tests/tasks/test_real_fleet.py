@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines
 
@@ -132,8 +132,14 @@ def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
     up, root = fleet
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     assert run.returncode == 0, run.explain()
-    assert run.changed_operations == ["GPU access | workstation_users in render and video"], run.explain()
+    assert run.changed_operations == [
+        "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)"], run.explain()
     assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
+    # An account made later with Debian's own adduser joins them too (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS; issue 11).
+    assert set(_chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer")
+               .split()) == {"newcomer", "users", "render", "video"}
+    _chroot(root, "deluser --quiet newcomer && rm -rf /home/newcomer")
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()

@@ -96,7 +96,10 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
         "ROCm | Check AMD's apt lists",
         "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
         "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)",
     ], run.explain()
+    # AMD's pin came with the installer deb (the stand-in ships it as AMD's does): the stage found it in place.
+    assert (root / "etc/apt/preferences.d/repo-radeon-pin-600").is_file()
     assert (f"fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
             f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
             ) in host_lines(run.log, "ws1"), run.explain()

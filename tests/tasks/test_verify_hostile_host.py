@@ -1,6 +1,7 @@
-"""Issue 9 findings 4, 5 and 6 on a real host: a local Debian 12 workstation (localfleet) over SSH, logged in as an
-admin with sudo, with the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
-bitsandbytes 0.50.1 installed by the venv stage and the apt hook by its stage.
+"""A hostile workstation against the verification stage and the apt hook, on a real host: a local Debian 12
+workstation (localfleet) over SSH, logged in as an admin with sudo, with the real torch 2.13.0 CPU wheel (the
+STAND-IN for the unreachable ROCm wheel) and bitsandbytes 0.50.1 installed by the venv stage and the apt hook by its
+stage.
 
 - A verifier whose output lies (a STAND-IN: a root-owned /usr/local/bin/python3 that runs the real verifier and
   rewrites its verdict, as a damaged or tampered verifier would print it): tasks/verify.py passed such a host before;
@@ -24,12 +25,12 @@ import pytest
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines, summary_row
 from tests.support.hostile_files import fifo_readers, plant
-from tests.verify.test_elf import _sparse
+from tests.verify.ld.test_elf import _sparse
+from verify.commands.apt_hook import PREFIX
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-PREFIX = "rocm-fleet apt hook:"
 BNB_LIBRARY = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
 RERUN = ("run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
          "the verifier on the host is damaged or not this checkout's")
@@ -72,8 +73,8 @@ def apt_install(host):
 @pytest.mark.parametrize("edit, status, words", [
     ("sed 's/^ \"verdict\": \"fail\",$/ \"verdict\": \"pass\",/'", 0,
      "the report's verdict 'pass' is not what its checks give ('fail': check linkage.static is fail)"),
-    ("sed '/^ \"verdict\": \"fail\",$/d'", 1, "the report does not match verify/report_schema.json (the document: "
-                                              "'verdict' is missing)"),
+    ("sed '/^ \"verdict\": \"fail\",$/d'", 1,
+     "the report does not match verify/report/report_schema.json (the document: 'verdict' is missing)"),
 ], ids=["pass with failing checks", "no verdict, exit 1"])
 def test_a_report_that_does_not_prove_a_pass_fails_the_host_with_one_line(fleet, edit, status, words):
     up, host, reports, _, _ = fleet

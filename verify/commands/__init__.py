@@ -9,9 +9,10 @@ and exit 2, or a quiet end for `… | head`).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 
 class OutputError(Exception):
@@ -34,6 +35,11 @@ def seconds(maximum: float, *, zero_means: str | None = None) -> Callable[[str],
         return value
 
     return parse
+
+
+def write_result(as_json: bool, document: Callable[[], Any], text: Callable[[], str]) -> None:
+    """The command's result: `document()` as indented JSON (--json), else `text()`."""
+    write_stdout(json.dumps(document(), indent=2) + "\n" if as_json else text())
 
 
 def write_stdout(text: str) -> None:

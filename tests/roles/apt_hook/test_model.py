@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from roles.apt_hook.model import ENTRY, HookSpec, HookSpecError, config_text, hook_command
-from roles.settings import PLAIN_CHARACTERS, check_data
+from roles.settings import check_data
+from roles.validators import PLAIN_CHARACTERS
 
 SPEC = HookSpec("/usr/bin/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
 

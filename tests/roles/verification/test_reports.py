@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, report_filename, \
-    save_report
-from tests.support.report_samples import REQUEST, edited, output, sample_report, version_1
+from roles.verification.reports import (
+    EXIT_MARKER,
+    HOST_MARKER,
+    failure_line,
+    parse_check_output,
+    report_filename,
+    save_report,
+)
+from tests.support.report_samples import REQUEST, edited, output, sample, sample_report
 from tests.support.verify_runs import cached_check, torch_cpu_venv
 
 PASSING = sample_report()
@@ -35,7 +41,7 @@ def test_a_real_report_with_the_markers_is_read_back_whole():
     stdout = f"{HOST_MARKER}{socket.gethostname()}\n{done.stdout}\n{EXIT_MARKER}{done.returncode}\n"
     run = parse_check_output(stdout, done.stderr, request=asked)
     assert run.exit_code == 1 and run.error is None
-    assert run.report == report and run.failed
+    assert run.report.to_json() == report and run.failed
     line = failure_line("ws1", run, Path("reports/ws1.json"))
     assert line.startswith("ws1: verification failed — linkage.static: libhipblas.so.3 (needed by")
     assert line.endswith("(report: reports/ws1.json)") and "\n" not in line
@@ -58,7 +64,7 @@ def test_a_usage_error_has_no_report_and_keeps_the_verifiers_line():
 @pytest.mark.parametrize("report, exit_status, passed", [(PASSING, 0, True), (WARNING, 0, True), (FAILING, 1, False)])
 def test_a_report_that_proves_its_verdict_is_kept(report, exit_status, passed):
     run = parse_check_output(output(report, exit_status), request=REQUEST)
-    assert run.error is None and run.report == report and run.passed is passed
+    assert run.error is None and run.report.to_json() == report and run.passed is passed
 
 
 # Each of these passed the host on the code before this rule (it failed a host only on verdict == "fail"), except
@@ -105,10 +111,9 @@ NOT_PROVEN = {
                     "not one JSON report (Extra data"),
     "another kind": (output(edited(PASSING, lambda r: r.update(kind="rocm-fleet.apt-hook-result")), 0),
                      "kind: 'rocm-fleet.apt-hook-result' is not 'rocm-fleet.verify-report'"),
-    "a newer schema": (output(edited(PASSING, lambda r: r.update(schema_version=3)), 0),
-                       "schema_version: 3 is not one of 1, 2"),
-    "version 2 without the probe account": (output(edited(PASSING, lambda r: r["facts"].pop("probe_account")), 0),
-                                            "facts: 'probe_account' is missing"),
+    "a newer schema": (output(edited(PASSING, lambda r: r.update(schema_version=3)), 0), "schema_version: 3 is not 2"),
+    "a report without the probe account": (output(edited(PASSING, lambda r: r["facts"].pop("probe_account")), 0),
+                                           "facts: 'probe_account' is missing"),
 }
 
 
@@ -127,15 +132,8 @@ def test_output_that_proves_no_pass_fails_the_host_with_one_line(case):
 def test_reports_are_written_whole_under_a_safe_name(tmp_path: Path):
     assert report_filename("@chroot/srv/ws1") == "@chroot_srv_ws1.json"
     assert report_filename("ws1.lab") == "ws1.lab.json"
-    saved = save_report(tmp_path / "reports", "@chroot/srv/ws1", {"verdict": "pass"})
+    report = sample()
+    saved = save_report(tmp_path / "reports", "@chroot/srv/ws1", report)
     assert saved == tmp_path / "reports" / "@chroot_srv_ws1.json"
-    assert json.loads(saved.read_text()) == {"verdict": "pass"}
+    assert json.loads(saved.read_text()) == report.to_json()
     assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no partial file left behind
-
-
-def test_reports_of_the_version_before_the_probe_account_are_still_read():
-    """Version 1 (before facts.probe_account) is what a host with an older checkout's verifier prints, and what
-    reports/last-pass/ may hold: still judged by the same rule, and passing when it proves a pass."""
-    old = version_1(PASSING)
-    run = parse_check_output(output(old, 0), request=REQUEST)
-    assert run.error is None and run.passed and run.report["schema_version"] == 1
