@@ -5,6 +5,10 @@ first time a deploy or task file is loaded and refuses the whole run — before 
 with one line naming the host, the key and the fix. Keys that pyinfra itself reads (`_sudo`, `ssh_*`, `fake_*` …)
 and unrelated user keys pass untouched; an unknown key is refused only when it looks like a typo of one of ours.
 
+Paths, URLs and versions that reach a host follow one character policy (PLAIN_CHARACTERS): the line names the first
+character outside it. A plain-http `repo_radeon_base_url` needs `amdgpu_install_sha256`: that deb's checksum is the
+root of trust of every ROCm package apt installs after it (see `_unchecked_installer_over_http`).
+
 `python -m roles.settings` prints the README's table of variables from this schema.
 """
 
@@ -15,6 +19,7 @@ import difflib
 import functools
 import os
 import re
+import string
 import sys
 import weakref
 from collections.abc import Callable, Iterable
@@ -28,6 +33,8 @@ from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.os_support import SUPPORTED
+from roles.rocm.model import installer_file_name
 from verify.api import known_releases, rocm_release
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
@@ -35,6 +42,18 @@ _BUILD = re.compile(r"\d{5,6}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # useradd's default NAME_REGEX on Debian/Ubuntu (a trailing $ is for machine accounts).
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}\$?")
+
+# The one character policy for every path, URL and version the inventory sends to a host (venv_path, the two URLs,
+# bitsandbytes_version): ASCII letters, digits and _ @ % + = : , . / - — exactly the characters shlex.quote leaves
+# unquoted. Such a value is one plain word wherever it goes: a shell command, the apt hook's line inside apt's
+# double-quoted configuration string, a sources.list entry, df's output, a log line. So it is checked once, here,
+# before any host is touched, and no later stage needs checks of its own. Refused: whitespace, quotes,
+# $ ` \ ; & | < > ( ) [ ] { } * ? ! # ~ ^, control characters and non-ASCII letters (a URL can carry any of them
+# percent-encoded, e.g. %20). Controller paths and labels, which no host command carries, only may not hold control
+# characters (_printable).
+PLAIN_CHARACTERS = frozenset(string.ascii_letters + string.digits + "_@%+=:,./-")
+_PLAIN_LIST = "ASCII letters, digits and _ @ % + = : , . / -"
+_CONTROL_NAMES = {"\t": "a tab", "\n": "a line feed", "\r": "a carriage return", "\x1b": "an escape character"}
 
 
 class InventoryDataError(PyinfraError):
@@ -67,6 +86,29 @@ def _string(value: Any, example: str) -> str:
     return value
 
 
+def _character(char: str) -> str:
+    """A character as a one-line message names it."""
+    if char == " ":
+        return "a space"
+    if char in _CONTROL_NAMES:
+        return f"{_CONTROL_NAMES[char]} (U+{ord(char):04X})"
+    if char.isascii() and not char.isprintable():
+        return f"the control character U+{ord(char):04X}"
+    if not char.isascii():
+        shown = f"{char!r} " if char.isprintable() else ""
+        return f"the non-ASCII character {shown}(U+{ord(char):04X})"
+    return {"'": "a single quote (')", '"': 'a double quote (")', "`": "a backquote (`)"}.get(char, f"{char!r}")
+
+
+def _plain(text: str, what: str, fix: str) -> str:
+    """`text` when every character follows the policy (PLAIN_CHARACTERS); else _Invalid naming the first other one."""
+    for position, char in enumerate(text, 1):
+        if char not in PLAIN_CHARACTERS:
+            raise _Invalid(f"got {text!r}, which has {_character(char)} at character {position}: {what} may hold only "
+                           f"{_PLAIN_LIST} — {fix}")
+    return text
+
+
 def release(value: Any) -> str:
     text = _string(value, "7.2.4")
     if not _RELEASE.fullmatch(text):
@@ -91,9 +133,10 @@ def build_number(value: Any) -> str:
 
 
 def url(value: Any) -> str:
-    text = _string(value, "https://repo.radeon.com")
+    text = _plain(_string(value, "https://repo.radeon.com"), "a URL",
+                  "write that character percent-encoded (a space as %20)")
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in text):
+    if parts.scheme not in ("http", "https") or not parts.netloc:
         raise _Invalid(f"got {text!r}, expected an http(s) URL such as 'https://repo.radeon.com'")
     return text.rstrip("/")
 
@@ -134,18 +177,38 @@ def user_names(value: Any) -> tuple[str, ...]:
     return tuple(user_name(item) for item in value)
 
 
-def absolute_path(value: Any) -> str:
-    text = _string(value, "/opt/rocm-fleet/venv")
+def _normalised_absolute(text: str) -> str:
     if not text.startswith("/"):
         raise _Invalid(f"got the relative path {text!r}, expected an absolute path such as '/opt/rocm-fleet/venv'")
     normal = os.path.normpath(text)
-    if normal != text.rstrip("/") or "\n" in text:
+    if normal != text.rstrip("/"):
         raise _Invalid(f"got {text!r}, expected a plain absolute path without '..', '//' or '.' parts")
     return normal
 
 
-def optional_absolute_path(value: Any) -> str | None:
-    return None if value is None else absolute_path(value)
+def absolute_path(value: Any) -> str:
+    """A path on the host: the character policy, absolute, normalised."""
+    text = _string(value, "/opt/rocm-fleet/venv")
+    if text.startswith("/"):
+        _plain(text, "a path", "use a directory whose path has only those, e.g. '/opt/rocm-fleet/venv'")
+    return _normalised_absolute(text)
+
+
+def _printable(text: str, expected: str) -> str:
+    """Controller paths and labels never reach a host command, so spaces and non-ASCII letters are fine in them; a
+    control character is not: it would break the one-line messages and reports that show them (or drive a terminal)."""
+    control = next((char for char in text if not char.isprintable()), None)
+    if not text.strip() or control is not None:
+        has = f", which has {_character(control)}" if control is not None else ""
+        raise _Invalid(f"got {text!r}{has}, expected {expected}")
+    return text
+
+
+def optional_controller_directory(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _printable(_string(value, "/srv/wheelhouse"), "an absolute path on the controller such as '/srv/wheelhouse'")
+    return _normalised_absolute(text)
 
 
 def pip_requirement(value: Any) -> str:
@@ -159,7 +222,7 @@ def pip_requirement(value: Any) -> str:
 
 
 def python_version(value: Any) -> str:
-    text = _string(value, pins.BITSANDBYTES_VERSION)
+    text = _plain(_string(value, pins.BITSANDBYTES_VERSION), "a version", f"write it as {pins.BITSANDBYTES_VERSION!r}")
     try:
         Version(text)
     except InvalidVersion:
@@ -170,17 +233,12 @@ def python_version(value: Any) -> str:
 def optional_text(value: Any) -> str | None:
     if value is None:
         return None
-    text = _string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected one line of text, or None")
-    return text
+    return _printable(_string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel"),
+                      "one line of printable text, or None")
 
 
 def controller_path(value: Any) -> str:
-    text = _string(value, "reports")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected a directory on the controller such as 'reports'")
-    return text
+    return _printable(_string(value, "reports"), "a directory on the controller such as 'reports'")
 
 
 def one_of(*choices: str) -> Callable[[Any], str]:
@@ -213,10 +271,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
     Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
-        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it"),
+        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it; "
+                "plain `http://` only together with amdgpu_install_sha256"),
     Key("amdgpu_install_sha256", "str \\| None", None, optional_sha256,
-        meaning="sha256 of the amdgpu-install deb for the host's codename; None: pins.AMDGPU_INSTALL_SHA256 or "
-                "unchecked"),
+        meaning="sha256 of the amdgpu-install deb for the host's codename (the deb brings the keyring apt checks "
+                "ROCm packages with); None: pins.AMDGPU_INSTALL_SHA256, else only TLS vouches for the download"),
     Key("amdgpu_driver_release", "str", pins.AMDGPU_DRIVER_RELEASE, release,
         meaning="release of AMD's `amdgpu` repository that goes with this ROCm (amdgpu.list)"),
     Key("rocm_other_release", '"stop" \\| "side-by-side"', "stop", one_of("stop", "side-by-side"),
@@ -241,13 +300,14 @@ SCHEMA: tuple[Key, ...] = (
         meaning="shown in reports and the fleet summary when torch is a stand-in (e.g. the CPU wheel on test fleets)"),
     Key("bitsandbytes_version", "str", pins.BITSANDBYTES_VERSION, python_version,
         meaning="bitsandbytes version (installed as ==VERSION)"),
-    Key("wheelhouse", "absolute path \\| None", None, optional_absolute_path,
+    Key("wheelhouse", "absolute path \\| None", None, optional_controller_directory,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
                 "`--no-index`; None: the host's pip uses the indexes"),
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
-        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock before the host fails"),
+        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock (and the apt hook stage for "
+                "another rocm-fleet run on the same host) before the host fails"),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
@@ -306,6 +366,27 @@ def expected_build(release_text: str) -> str:
     return rocm_release(release_text).build
 
 
+def _installer_codenames() -> frozenset[str]:
+    return frozenset(s.installer_codename for s in SUPPORTED.values() if s.installer_codename)
+
+
+def _unchecked_installer_over_http(values: dict[str, Any]) -> str:
+    """Why the installer deb would come over plain http with nothing to check it against ("" when it would not).
+
+    That deb installs the keyring apt checks every ROCm package's signature with: over http, its sha256 is the only
+    thing that proves the keyring (and so every package after it) is AMD's. TLS does that job for an https mirror.
+    """
+    base, sha256 = values.get("repo_radeon_base_url"), values.get("amdgpu_install_sha256", "")
+    if base is None or urlsplit(base).scheme != "http" or sha256 is not None:
+        return ""
+    if _installer_codenames() <= set(pins.AMDGPU_INSTALL_SHA256):
+        return ""  # roles/pins.py has the deb's sha256 for every codename the deploy downloads it for
+    deb = installer_file_name(values.get("rocm_release", pins.ROCM_RELEASE), values.get("rocm_build", pins.ROCM_BUILD))
+    return (f"{base!r} is plain http and amdgpu_install_sha256 is None: nothing would check {deb}, which brings the "
+            "keyring apt trusts for every ROCm package — set amdgpu_install_sha256 (sha256sum of that deb from "
+            "repo.radeon.com), or use an https mirror")
+
+
 def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",
                foreign_keys: Iterable[str] = ()) -> tuple[HostSettings | None, tuple[Problem, ...]]:
     """Validate one host's data (pure). Returns the settings when there is no problem, and every problem found."""
@@ -326,6 +407,9 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
                 f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
                 f"number is {wanted!r}: set both together",
             ))
+    insecure = _unchecked_installer_over_http(values)
+    if insecure:
+        problems.append(Problem(host, "repo_radeon_base_url", source_of("repo_radeon_base_url"), insecure))
     for name in sorted(data):
         if name in KEYS or name in foreign or name.startswith("_"):
             continue

@@ -24,7 +24,7 @@ def apt_hook_stage() -> None:
         return
     settings = settings_for(host)
     if not settings.apt_hook:
-        apt_hook(name="Remove the apt hook (apt_hook: False)", present=False)
+        apt_hook(name="Remove the apt hook (apt_hook: False)", present=False, lock_timeout=settings.dpkg_lock_timeout)
         return
     upload_verifier()
     apt_hook(
@@ -34,4 +34,5 @@ def apt_hook_stage() -> None:
         expect_rocm=settings.rocm_release,
         expect_bitsandbytes=settings.bitsandbytes_version,
         verifier_sha256=verifier_sha256(),
+        lock_timeout=settings.dpkg_lock_timeout,
     )

@@ -151,6 +151,10 @@ ROCM_LIST = "/etc/apt/sources.list.d/rocm.list"
 AMDGPU_LIST = "/etc/apt/sources.list.d/amdgpu.list"
 # Used only when a list file has no entry whose options could be kept (AMD's manual method uses this keyring).
 DEFAULT_OPTIONS = "[arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg]"
+# Options that switch apt's signature check off for a source (sources.list(5)). apt checks every ROCm package against
+# the keyring the installer deb brought — over plain http the only thing that vouches for them — unless one of these
+# is set to yes: then nothing does, and a mirror (or anyone on the way to an http one) chooses what root installs.
+INSECURE_OPTIONS = ("trusted", "allow-insecure", "allow-weak", "allow-downgrade-to-insecure")
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,29 @@ class AptEntry:
 
     def line(self) -> str:
         return " ".join(part for part in ("deb", self.options, self.url, self.suite, self.components) if part)
+
+
+def _option_words(options: str) -> list[str]:
+    return options.strip()[1:-1].split() if options.strip().startswith("[") else []
+
+
+def _apt_true(value: str) -> bool:
+    """How apt reads a boolean option (apt-pkg's StringToBool): yes/true/with/on/enable, or a non-zero number."""
+    value = value.strip().lower()
+    return value in ("yes", "true", "with", "on", "enable") or (value.isdigit() and int(value) != 0)
+
+
+def insecure_options(options: str) -> list[str]:
+    """The words of `[options]` that switch apt's signature check off (e.g. ["trusted=yes"])."""
+    return [word for word in _option_words(options)
+            if word.partition("=")[0] in INSECURE_OPTIONS and _apt_true(word.partition("=")[2])]
+
+
+def secure_options(options: str) -> str:
+    """`[options]` without those words ("" when none is left)."""
+    bad = insecure_options(options)
+    kept = [word for word in _option_words(options) if word not in bad]
+    return f"[{' '.join(kept)}]" if kept else ""
 
 
 def parse_list_entries(text: str) -> tuple[AptEntry, ...]:
@@ -213,7 +240,8 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
 
     A file is rewritten whole when its entries are not exactly the wanted ones: AMD's 7.2.1 quick start had users fix
     lists that named the wrong release, so a list is never trusted because the installer deb wrote it. The options of
-    the file's first entry (its signed-by keyring) are kept, else those of the other list, else DEFAULT_OPTIONS.
+    the file's first entry (its signed-by keyring) are kept, else those of the other list, else DEFAULT_OPTIONS —
+    less any option that would switch apt's signature check off (INSECURE_OPTIONS): an entry with one is wrong too.
     """
     problems, rewrites = [], {}
     parsed = {path: parse_list_entries(text) for path, text in current.items()}
@@ -222,7 +250,8 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
         entries = parsed.get(path, ())
         have = sorted((e.url, e.suite) for e in entries)
         want = sorted((u, codename) for u in urls)
-        if have == want and all(e.components.split()[:1] == ["main"] for e in entries):
+        unchecked = sorted({word for e in entries for word in insecure_options(e.options)})
+        if have == want and all(e.components.split()[:1] == ["main"] for e in entries) and not unchecked:
             continue
         if path not in current:
             problems.append(f"{path} is missing")
@@ -232,9 +261,10 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
             detail = "; ".join(part for part in (
                 f"unexpected {', '.join(wrong)}" if wrong else "",
                 f"lacks {', '.join(lacking)}" if lacking else "",
+                f"{' '.join(unchecked)} switches off apt's signature check" if unchecked else "",
             ) if part) or "entries without the main component"
             problems.append(f"{path}: {detail}")
-        options = entries[0].options if entries and entries[0].options else any_options
+        options = secure_options(entries[0].options if entries and entries[0].options else any_options)
         lines = [f"# Written by rocm-fleet for ROCm {release} on {codename} (the list amdgpu-install wrote did not match)."]
         lines += [AptEntry(options, url, codename, "main").line() for url in urls]
         rewrites[path] = "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
 from roles.stage_control import fail_command, tell_command
 
 INSTALLER_PACKAGE = "amdgpu-install"
+LIST_PARTIAL_PREFIX = "/etc/apt/.rocm-fleet-list."
 
 
 def installed_installer_version() -> str:
@@ -53,9 +54,10 @@ def amdgpu_repositories(base_url: str, release: str, driver_release: str, codena
         return
     yield tell_command("fixing AMD's apt lists: " + "; ".join(check.problems))
     for path, text in sorted(check.rewrites.items()):
-        temporary = f"{path}.rocm-fleet-new"
-        # Written aside and moved into place: apt never reads a half-written list.
-        yield f"printf %s {shlex.quote(text)} > {shlex.quote(temporary)} && mv {shlex.quote(temporary)} {shlex.quote(path)}"
+        # Written under a private, unpredictable name (two runs at once never share it) in /etc/apt — not in
+        # sources.list.d, whose every file apt reads, or warns about — and moved into place: apt never reads half.
+        yield (f"partial=$(mktemp {LIST_PARTIAL_PREFIX}XXXXXXXX) && printf %s {shlex.quote(text)} > \"$partial\" && "
+               f"chmod 644 \"$partial\" && mv \"$partial\" {shlex.quote(path)}")
     yield apt_get("update", lock_timeout)
 
 

@@ -1,7 +1,8 @@
 """roles/apt_commands.py: the wrapper that gives apt (and amdgpu-install's apt) a bounded wait for the dpkg lock,
 run for real with sh, and with this machine's real apt-get against real fcntl locks held in private state directories
 (so this machine's own apt state is never touched). The lock held inside a fleet host during a real deploy is in
-tests/tasks/test_real_fleet.py and tests/e2e/test_dpkg_lock.py."""
+tests/tasks/test_real_fleet.py and tests/e2e/test_dpkg_lock.py; a dpkg run really killed halfway on a fleet host, met
+by the ROCm stage, in tests/tasks/test_interrupted_dpkg.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import apt_get, lock_expired_message, with_dpkg_lock_timeout
+from roles.apt_commands import apt_get, interrupted_message, lock_expired_message, with_dpkg_lock_timeout
 
 
 def _sh(command: str) -> subprocess.CompletedProcess:
@@ -169,3 +170,23 @@ def test_a_lock_is_recognised_on_a_workstation_whose_apt_speaks_german(tmp_path)
     assert done.returncode == 100
     assert "Unable to acquire the dpkg frontend lock" in done.stdout, done.stdout
     assert done.stderr.strip() == lock_expired_message(1)
+
+
+@needs_root
+def test_an_interrupted_dpkg_run_adds_one_line_naming_the_fix(tmp_path):
+    """A private dpkg state whose journal (updates/) holds an entry, as dpkg leaves it when it is killed halfway
+    (the entry's content is what dpkg wrote for a half-configured package; apt only looks for the file)."""
+    status = _dpkg_state(tmp_path / "dpkg")
+    (status.parent / "updates").mkdir()
+    (status.parent / "updates" / "0004").write_text("Package: rocm-fleet-test\nStatus: install ok half-configured\n"
+                                                    "Architecture: all\nVersion: 1.0\n\n")
+    done = _sh(with_dpkg_lock_timeout(_apt_install(status, "-qq"), 5))
+    assert done.returncode == 100
+    assert "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem." in done.stdout
+    assert done.stderr.strip() == interrupted_message()
+    assert "dpkg --configure -a" in done.stderr and "pyinfra INVENTORY exec" in done.stderr
+
+
+def test_other_failures_get_no_extra_line():
+    done = _sh(with_dpkg_lock_timeout("echo 'E: Unable to locate package rocm' >&2; exit 100", 5))
+    assert (done.returncode, done.stderr) == (100, "")

@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy
+from tests.support.fleet_deploy import deploy, snapshot
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -29,9 +28,6 @@ PREFIX = "rocm-fleet apt hook:"
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
 NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
              "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)")
-# Where a run may leave traces that are not changes made by the deploy: kernel filesystems, sshd's and sudo's
-# runtime files, temporary files.
-NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
 @pytest.fixture(scope="module")
@@ -56,20 +52,6 @@ def apt(host, *arguments: str):
 
 def verifier_sha(host) -> str:
     return hashlib.sha256((host.root / "var/lib/rocm-fleet/verify.pyz").read_bytes()).hexdigest()
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every path of the host's filesystem with its mtime, size and mode (kernel filesystems and /run, /tmp left out)."""
-    found = {}
-    for top in sorted(os.listdir(root)):
-        if top in NOT_HOST_STATE:
-            continue
-        for directory, subdirectories, files in os.walk(root / top):
-            for name in subdirectories + files:
-                path = os.path.join(directory, name)
-                info = os.lstat(path)
-                found[path[len(str(root)):]] = (info.st_mtime_ns, info.st_size, info.st_mode)
-    return found
 
 
 def test_hook_installed_then_nothing_to_do(fleet):

@@ -123,6 +123,26 @@ def test_wrong_lists_are_named_and_rewritten_keeping_the_keyring(change, problem
         assert all("signed-by=/etc/apt/keyrings/rocm.gpg" in e.options for e in parse_list_entries(text))
 
 
+@pytest.mark.parametrize("option", ["trusted=yes", "allow-insecure=yes", "allow-weak=yes",
+                                    "allow-downgrade-to-insecure=yes", "trusted=YES", "trusted=true", "trusted=1",
+                                    "trusted=on"])
+def test_an_option_that_switches_off_apts_signature_check_is_a_problem_and_dropped(option):
+    """With it, apt installs whatever the mirror serves — over plain http, whatever anyone on the way serves — and the
+    keyring the installer deb brought (the root of trust its sha256 protects) vouches for nothing."""
+    lists = {k: v.replace("[arch=amd64 ", f"[arch=amd64 {option} ") for k, v in NOBLE.items()}
+    check = check_repositories(lists, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble")
+    assert check.problems == (f"{ROCM_LIST}: {option} switches off apt's signature check",
+                              f"{AMDGPU_LIST}: {option} switches off apt's signature check")
+    assert set(check.rewrites) == {ROCM_LIST, AMDGPU_LIST}
+    assert check_repositories(check.rewrites, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble").ok
+    for text in check.rewrites.values():
+        assert all(e.options == "[arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg]" for e in parse_list_entries(text))
+    # Saying the check stays on is no problem.
+    for option in ("trusted=no", "trusted=0", "allow-insecure=false"):
+        fine = {k: v.replace("[arch=amd64 ", f"[arch=amd64 {option} ") for k, v in NOBLE.items()}
+        assert check_repositories(fine, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble").ok
+
+
 def test_x_y_0_release_uses_the_folder_without_patch_level():
     check = check_repositories({}, "https://repo.radeon.com", "7.2.0", "30.30.0", "jammy")
     urls = {e.url for text in check.rewrites.values() for e in parse_list_entries(text)}
