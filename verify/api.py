@@ -14,8 +14,12 @@ from verify.debian.strays import Stray, StraysReport, find_strays
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
+from verify.report import kept_files
 from verify.report.drift import Drift, compare_reports
-from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError
+from verify.report.kept import LABELS as KEPT_LABELS
+from verify.report.kept import KeptResult, Unusable, kept_results, parse_time
+from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
+from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError, check_priority
 from verify.stack.rocm_release import (
     CollidingPackage,
     RocmRelease,
@@ -27,11 +31,15 @@ from verify.stack.rocm_release import (
 
 # The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
 PACKAGE_DIR = Path(__file__).resolve().parent
+# What a host keeps under /var/lib/rocm-fleet, and the reader the status task sends to it as `python3 -c` source.
+KEPT_STATE_ROOT = kept_files.STATE_ROOT
+KEPT_FILES_SOURCE = Path(kept_files.__file__).read_text(encoding="utf-8")
 
 __all__ = [
-    "FAIL", "PASS", "WARN", "PACKAGE_DIR",
-    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Report", "ReportError", "RocmRelease",
-    "Stray", "StraysReport", "UnknownRelease",
-    "compare_reports", "compare_versions", "find_strays", "is_amd_version", "known_releases", "ldd_lines",
-    "parse_ldd_output", "release_with_build", "rocm_release",
+    "FAIL", "PASS", "WARN", "PACKAGE_DIR", "KEPT_FILES_SOURCE", "KEPT_LABELS", "KEPT_STATE_ROOT",
+    "METRICS_DEFAULT_DIR",
+    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "KeptResult", "Report", "ReportError",
+    "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
+    "check_priority", "compare_reports", "compare_versions", "find_strays", "is_amd_version", "kept_results", "known_releases",
+    "ldd_lines", "parse_ldd_output", "parse_time", "release_with_build", "rocm_release",
 ]

@@ -10,6 +10,9 @@ prints into apt's own output:
   - one line when something got better, cleared, or just changed;
   - nothing when nothing changed.
 
+With `--metrics-dir DIR` it then rewrites node_exporter's DIR/rocm_fleet.prom from every result kept beside its state
+directory (verify/report/metrics.py: its own, the verification's, the boot check's); a failure there is one line too.
+
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
 exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
 LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
@@ -58,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check the filesystem image at DIR instead of this system (tests)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                         help="give up (with one line) after this long, so that apt never waits on the hook")
+    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
+                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
+                             "directory's parent (when DIR exists)")
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
 
 
@@ -147,7 +153,22 @@ def hook(args: argparse.Namespace) -> list[str]:
     except OSError as error:
         lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
                      "run compares with an older one")
+    if args.metrics_dir is not None:
+        lines += _write_metrics(args.metrics_dir, args.state_dir.parent)
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
+
+
+def _write_metrics(directory: Path, kept_root: Path) -> list[str]:
+    """Refresh the metrics file; one line when that fails (the check's own lines still follow)."""
+    from verify.report.metrics import FILE_NAME, write_metrics
+
+    try:
+        write_metrics(directory, kept_root)
+    except _OneLine:
+        raise  # the time limit: the hook stops with its own line
+    except Exception as error:  # noqa: BLE001 — the metrics must never cost apt the hook's message
+        return [f"{PREFIX} could not write {directory / FILE_NAME} ({_one_line(error)}); apt is not affected"]
+    return []
 
 
 def describe(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:

@@ -1,5 +1,11 @@
 """`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
 
+`--keep-in DIR` also keeps the report on the host, as DIR/last-verify.json (the verification stage passes
+/var/lib/rocm-fleet, where the status task reads it back), and `--metrics-dir DIR` then rewrites node_exporter's
+DIR/rocm_fleet.prom from every result kept there (verify/report/metrics.py). Both are written atomically under a
+private name; a failure to write either is one line on stderr ("verify check: warning: …") and changes neither the
+report nor the exit code.
+
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv).
 """
 
@@ -12,6 +18,8 @@ import sys
 from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
+from verify.report.kept_files import VERIFY_REPORT, replace_file
+from verify.report.metrics import write_metrics
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
@@ -43,6 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--keep-in", type=Path, metavar="DIR",
+                        help=f"also keep the report as DIR/{VERIFY_REPORT} (the verification stage: /var/lib/rocm-fleet)")
+    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
+                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in --keep-in's DIR "
+                             "(when DIR exists)")
     parser.set_defaults(run=run)
 
 
@@ -55,6 +68,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.venv.is_absolute():
         print(f"verify check: --venv {args.venv} must be an absolute path", file=sys.stderr)
+        return 2
+    if args.metrics_dir is not None and args.keep_in is None:
+        print("verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)",
+              file=sys.stderr)
         return 2
     if not args.root.is_dir():
         print(f"verify check: --root {args.root} is not a directory", file=sys.stderr)
@@ -76,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     except VenvError as error:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
+    if args.keep_in is not None:
+        keep(report, args.keep_in, args.metrics_dir)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=1, sort_keys=False)
         sys.stdout.write("\n")
@@ -84,3 +103,19 @@ def run(args: argparse.Namespace) -> int:
         for check in report.checks:
             print(f"  {_MARK[check.status]}  {check.id}: {check.reason}")
     return 1 if report.failed else 0
+
+
+def keep(report, directory: Path, metrics_dir: Path | None) -> None:
+    """Keep the report in `directory` and refresh the metrics file; what fails is a warning line, never the run's."""
+    try:
+        replace_file(str(directory), VERIFY_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
+    except OSError as error:
+        print(f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})",
+              file=sys.stderr)
+    if metrics_dir is None:
+        return
+    try:
+        write_metrics(metrics_dir, directory)
+    except (OSError, ValueError, TypeError) as error:  # a kept file of another verifier's making included
+        print(f"verify check: warning: could not write {metrics_dir}/rocm_fleet.prom ({error.strerror or error})",
+              file=sys.stderr)

@@ -316,11 +316,16 @@ def verdict_of(checks: Iterable[CheckResult]) -> str:
     return worst
 
 
-def _priority(check: CheckResult) -> int:
+def check_priority(check_id: str) -> int:
+    """How telling a failure of this check is (lower: more; the headline's order, PRIORITY)."""
     for index, prefix in enumerate(PRIORITY):
-        if check.id == prefix or check.id.startswith(prefix + "."):
+        if check_id == prefix or check_id.startswith(prefix + "."):
             return index
     return len(PRIORITY)
+
+
+def _priority(check: CheckResult) -> int:
+    return check_priority(check.id)
 
 
 def headline(checks: Iterable[CheckResult]) -> str:
