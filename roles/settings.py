@@ -194,6 +194,10 @@ def absolute_path(value: Any) -> str:
     return _normalised_absolute(text)
 
 
+def optional_absolute_path(value: Any) -> str | None:
+    return None if value is None else absolute_path(value)
+
+
 def _printable(text: str, expected: str) -> str:
     """Controller paths and labels never reach a host command, so spaces and non-ASCII letters are fine in them; a
     control character is not: it would break the one-line messages and reports that show them (or drive a terminal)."""
@@ -311,6 +315,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
+    Key("node_exporter_textfile_dir", "absolute path \\| None", pins.NODE_EXPORTER_TEXTFILE_DIR,
+        optional_absolute_path,
+        meaning="where the verification and the apt hook write `rocm_fleet.prom` for node_exporter's textfile "
+                "collector (only when the directory exists: node_exporter's package makes it); None: no metrics file"),
     Key("reports_dir", "controller path", "reports", controller_path,
         meaning="where the controller writes reports/<host>.json and the fleet summary"),
 )
@@ -345,6 +353,7 @@ class HostSettings:
     dpkg_lock_timeout: int
     apt_hook: bool
     verify_device: str
+    node_exporter_textfile_dir: str | None
     reports_dir: str
 
 

@@ -156,12 +156,16 @@ def settings(**data):
 
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
+    # The report is also kept on the host (for the status task), and the metrics file refreshed.
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--json"]
+                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--keep-in", "/var/lib/rocm-fleet",
+                       "--metrics-dir", "/var/lib/prometheus/node-exporter", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
-                                          torch_label=LABEL))
-    assert test_fleet[-5:] == ["cpu", "--no-gpu-required", "--torch-label", LABEL, "--json"]
-    assert "/srv/venv" in test_fleet
+                                          torch_label=LABEL, node_exporter_textfile_dir=None))
+    assert test_fleet[-7:] == ["cpu", "--keep-in", "/var/lib/rocm-fleet", "--no-gpu-required", "--torch-label",
+                               LABEL, "--json"]
+    assert "/srv/venv" in test_fleet and "--metrics-dir" not in test_fleet
+    assert "/srv/metrics" in check_arguments(settings(node_exporter_textfile_dir="/srv/metrics"))
 
 
 def test_the_remote_command_always_reports_the_verifiers_exit_status():
