@@ -1,22 +1,74 @@
-"""The fleet summary: one row per host, as Markdown and as one self-contained HTML page (no external assets).
+"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per host.
 
-Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
-torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
-their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
-UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why).
+Pure: takes the hosts' outcomes (their reports, or why there is none) and returns rows, groups and Markdown text
+(the HTML page is summary_html.py). Read top down, a summary says:
+
+1. **Findings** — every host in exactly one group, by what explains it best: its most telling failing check (the
+   report's own priority, the one its one-line reason names), else its warning, else "unreachable", "not verified"
+   or its pass line. "12 hosts ws[05-16]: FAIL linkage.static: libhipblas.so.3 … not found — install ROCm 7.2.4 (…)".
+   Host names are folded (python-hostlist: ws[05-16]). Under each group, the other findings of its hosts, once each,
+   with the hosts that have them.
+2. **Checks** — per check, how many hosts pass, warn, fail or skipped it.
+3. **Hosts** — one short row per host: verdict and the check behind it (never the long reason again), OS, ROCm,
+   torch, bitsandbytes, GPUs and archs, linkage, strays, NF4 error, and as of when.
+
+A host passes only on a passing report (verdict pass or warn). The status task (roles/status) adds what the host kept
+after that report — the apt hook's newer static results — which can only make the verdict worse, and kept files it
+could not use, which leave the host NOT VERIFIED.
 """
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
-from typing import Iterable
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
-from verify.api import PASS, Report
+import hostlist
+
+from verify.api import FAIL, PASS, WARN, Report, check_priority
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
-COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
+COLUMNS = ("Host", "Verdict", "Check", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays",
+           "NF4 error", "As of")
+CHECK_STATUSES = ("pass", "warn", "fail", "skip")
+# How a group's verdict orders the findings: what needs a person first.
+VERDICT_ORDER = ("FAIL", "NOT VERIFIED", "UNREACHABLE", "WARN", "PASS")
 NONE = "—"
+LABEL_MARK = "†"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a host's results say is wrong: a failing or warning check, a drift line, an unusable kept file."""
+
+    status: str  # "FAIL" | "WARN" | "DRIFT" | "NOT VERIFIED"
+    text: str
+    check: str | None = None
+    sources: tuple[str, ...] = ()  # where it was seen, when more than one run is read (the status task)
+
+    @property
+    def key(self) -> tuple[str, str | None, str]:
+        return self.status, self.check, self.text
+
+    @property
+    def line(self) -> str:
+        """"FAIL linkage.static: …", "DRIFT worse since …", as the verifier and the run's output say them."""
+        return f"{self.status} {self.check}: {self.text}" if self.check else f"{self.status} {self.text}"
+
+    @property
+    def rank(self) -> tuple[int, int]:
+        order = {"FAIL": 0, "NOT VERIFIED": 1, "WARN": 2}.get(self.status, 3)
+        return order, check_priority(self.check) if self.check else 99
+
+
+@dataclass(frozen=True)
+class Later:
+    """A result newer than the host's report that ran the static checks only (the apt hook's, read by the status
+    task): it can make the verdict worse, never better."""
+
+    label: str  # "apt hook (2026-12-01T19:00:00Z, 1 h ago)"
+    report: Report
 
 
 @dataclass(frozen=True)
@@ -26,29 +78,87 @@ class HostOutcome:
     report: Report | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/report_history.py)
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (report_history.py)
+    as_of: str | None = None  # when the row was true, as shown; None: the report's own time
+    later: tuple[Later, ...] = ()
+    unusable: tuple[str, ...] = ()  # kept files that could not be used, one line each
+    sources: tuple[str, ...] = ()  # what was read on the host and how old it is, one line each (the status task)
+    history: tuple[tuple[str, str], ...] = ()  # (verdict, when) of the host's last runs, oldest first
 
 
 @dataclass(frozen=True)
 class Row:
     host: str
     verdict: str  # PASS | WARN | FAIL | UNREACHABLE | NOT VERIFIED
-    reason: str
+    reason: str  # the one line that explains the verdict
+    lead: Finding | None = None  # the finding the verdict rests on (what the host's group is)
+    findings: tuple[Finding, ...] = ()
     torch: str = NONE
+    torch_label: str | None = None
     os: str = NONE
     rocm: str = NONE
     bitsandbytes: str = NONE
     gpus: str = NONE
+    archs: tuple[str, ...] = ()
     linkage: str = NONE
     strays: str = NONE
     nf4: str = NONE
-    problems: tuple[str, ...] = ()  # failing and warning checks, and the drift, one line each
+    as_of: str = NONE
+    checks: tuple[tuple[str, str], ...] = ()  # (check id, status), in the report's order
+    sources: tuple[str, ...] = ()
+    history: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def check(self) -> str:
+        """The check the verdict rests on, and how many other findings the host has: "linkage.static +3"."""
+        if self.lead is None or not self.lead.check:
+            return NONE
+        others = len(self.findings) - 1
+        return f"{self.lead.check} +{others}" if others else self.lead.check
+
+    @property
+    def group_key(self) -> tuple[str, str | None, str]:
+        return self.lead.key if self.lead is not None else (self.verdict, None, self.reason)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(finding.line for finding in self.findings)
 
     @property
     def cells(self) -> tuple[str, ...]:
         """One per COLUMNS entry after "Host"."""
-        return (self.os, self.rocm, self.torch, self.bitsandbytes, self.gpus, self.linkage, self.strays, self.nf4,
-                self.verdict)
+        torch = f"{self.torch} {LABEL_MARK}" if self.torch_label else self.torch
+        return (self.verdict, self.check, self.os, self.rocm, torch, self.bitsandbytes, self.gpus, self.linkage,
+                self.strays, self.nf4, self.as_of)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Hosts whose verdict rests on the same finding."""
+
+    verdict: str
+    text: str  # what the hosts' verdict rests on: "linkage.static: libhipblas.so.3 … not found …", "could not connect"
+    rows: tuple[Row, ...]
+    also: tuple[tuple[Finding, tuple[str, ...]], ...] = field(default=())  # other findings, and which hosts have them
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(row.host for row in self.rows)
+
+    @property
+    def line(self) -> str:
+        return f"{self.verdict} {self.text}"
+
+
+# --- one host ----------------------------------------------------------------------------------------------------------
+
+def fold(names: Iterable[str]) -> str:
+    """Host names folded the way cluster tools write them: ws1, ws2, ws3, ws7 → "ws[1-3,7]"."""
+    names = list(names)
+    try:
+        return hostlist.collect_hostlist(names)
+    except (hostlist.BadHostlist, ValueError, TypeError):  # a name hostlist's grammar cannot carry: listed as is
+        return ", ".join(sorted(names))
 
 
 def _gpus(report: Report) -> str:
@@ -101,29 +211,97 @@ def _linkage(report: Report) -> str:
     return f"{linkage.status.upper()}: {detail}" if detail else linkage.status.upper()
 
 
+def short_time(stamp: str) -> str:
+    """"2026-12-01T17:00:00Z" → "2026-12-01 17:00Z" (the table's width); anything else as it is."""
+    match = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d):\d\dZ", stamp)
+    return f"{match.group(1)} {match.group(2)}Z" if match else stamp
+
+
+def _findings(outcome: HostOutcome) -> tuple[Finding, ...]:
+    """The host's findings, each once: the report's failing and warning checks, the later results' (with where they
+    were seen), the kept files that could not be used, the drift."""
+    found: dict[tuple, Finding] = {}
+
+    def add(finding: Finding) -> None:
+        seen = found.get(finding.key)
+        sources = (seen.sources if seen else ()) + tuple(s for s in finding.sources if not seen or s not in seen.sources)
+        found[finding.key] = Finding(finding.status, finding.text, finding.check, sources)
+
+    reports = ([(None, outcome.report)] if outcome.report is not None else []) + [(l.label, l.report)
+                                                                                    for l in outcome.later]
+    for label, report in reports:
+        for check in report.problems:
+            add(Finding(check.status.upper(), check.reason, check.id, (label,) if label else ()))
+    for line in outcome.unusable:
+        add(Finding("NOT VERIFIED", line))
+    for line in outcome.drift:
+        status, _, text = line.partition(" ")
+        add(Finding(status, text))
+    return tuple(sorted(found.values(), key=lambda f: f.rank))
+
+
+def _verdict(outcome: HostOutcome, findings: Sequence[Finding]) -> str:
+    """One rule: a host passes only on a passing report, with nothing newer failing and every kept file usable."""
+    failing = any(f.status == "FAIL" for f in findings)
+    if outcome.report is None:
+        if failing:  # a newer static result failed: that is proof enough of a failure
+            return "FAIL"
+        return "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
+    verdicts = [outcome.report.verdict] + [later.report.verdict for later in outcome.later]
+    if failing or FAIL in verdicts:
+        return "FAIL"
+    if outcome.unusable or not all(v in (PASS, WARN) for v in verdicts):
+        return "NOT VERIFIED"
+    return "WARN" if WARN in verdicts else "PASS"
+
+
+def _checks(outcome: HostOutcome) -> tuple[tuple[str, str], ...]:
+    """(check id, status) over the report and the later results: a later result's status counts when it is worse."""
+    severity = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
+    statuses: dict[str, str] = {}
+    reports = ([outcome.report] if outcome.report is not None else []) + [l.report for l in outcome.later]
+    for report in reports:
+        for check in report.checks:
+            now = statuses.get(check.id)
+            if now is None or severity.get(check.status, 2) > severity.get(now, 2):
+                statuses[check.id] = check.status
+    return tuple(statuses.items())
+
+
 def row_for(outcome: HostOutcome) -> Row:
-    report = outcome.report
-    if report is None:
-        verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
-        reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
-        return Row(outcome.host, verdict, reason, torch=outcome.torch_label or NONE)
-    torch = report.facts.torch or "not installed"
-    label = report.request.torch_label or outcome.torch_label
-    if label:
-        torch = f"{torch} ({label})"
+    findings = _findings(outcome)
+    verdict = _verdict(outcome, findings)
+    wanted = {"FAIL": "FAIL", "NOT VERIFIED": "NOT VERIFIED", "WARN": "WARN"}.get(verdict)
+    lead = next((f for f in findings if f.status == wanted), None)
+    shown = outcome.report or (outcome.later[-1].report if outcome.later else None)
+    if outcome.report is not None and not (outcome.later or outcome.unusable):
+        reason = outcome.report.reason  # the verifier's own line
+    elif lead is not None:
+        reason = lead.line
+    else:
+        reason = outcome.detail or (shown.reason if shown else "could not connect" if outcome.state == UNREACHABLE
+                                    else "no report")
+    common = dict(lead=lead, findings=findings, sources=outcome.sources, history=outcome.history,
+                  checks=_checks(outcome))
+    if shown is None:
+        return Row(outcome.host, verdict, reason, **common)
     return Row(
-        outcome.host, report.verdict.upper(), report.reason,
-        torch=torch,
-        os=report.host.os or "?",
-        rocm=report.facts.rocm or "none",
-        bitsandbytes=report.facts.bitsandbytes or "not installed",
-        gpus=_gpus(report),
-        linkage=_linkage(report),
-        strays=_strays(report),
-        nf4=_nf4(report),
-        problems=tuple(check.line for check in report.problems) + tuple(outcome.drift),
+        outcome.host, verdict, reason, **common,
+        torch=shown.facts.torch or "not installed",
+        torch_label=shown.request.torch_label or outcome.torch_label,
+        os=shown.host.os or "?",
+        rocm=shown.facts.rocm or "none",
+        bitsandbytes=shown.facts.bitsandbytes or "not installed",
+        gpus=_gpus(shown),
+        archs=tuple(sorted({g.arch for g in shown.facts.gpus or () if g.arch})),
+        linkage=_linkage(shown),
+        strays=_strays(shown),
+        nf4=_nf4(shown),
+        as_of=outcome.as_of or short_time(shown.generated_at),
     )
 
+
+# --- the fleet -----------------------------------------------------------------------------------------------------
 
 def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
     counts: dict[str, int] = {}
@@ -132,11 +310,62 @@ def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
     return counts
 
 
-def _counts_line(rows: list[Row]) -> str:
+def counts_line(rows: Sequence[Row]) -> str:
     counts = fleet_counts(rows)
     order = ("PASS", "WARN", "FAIL", "NOT VERIFIED", "UNREACHABLE")
     return ", ".join(f"{counts[k]} {k.lower()}" for k in order if counts.get(k)) or "no hosts"
 
+
+def groups(rows: Sequence[Row]) -> list[Group]:
+    """Every host in one group, by what its verdict rests on; failures first, then the larger groups."""
+    by_key: dict[tuple, list[Row]] = {}
+    for row in rows:
+        by_key.setdefault(row.group_key, []).append(row)
+    found = []
+    for key, members in by_key.items():
+        lead = members[0].lead
+        if lead is None:
+            text = members[0].reason
+        else:
+            text = f"{lead.check}: {lead.text}" if lead.check else lead.text
+        also: dict[tuple, tuple[Finding, list[str]]] = {}
+        for row in members:
+            for finding in row.findings:
+                if finding.key != key:
+                    also.setdefault(finding.key, (finding, []))[1].append(row.host)
+        ordered = sorted(also.values(), key=lambda item: (item[0].rank, -len(item[1])))
+        found.append(Group(members[0].verdict, text, tuple(members),
+                           tuple((finding, tuple(hosts)) for finding, hosts in ordered)))
+    return sorted(found, key=lambda g: (VERDICT_ORDER.index(g.verdict) if g.verdict in VERDICT_ORDER else 9,
+                                        -len(g.rows), g.text))
+
+
+def check_counts(rows: Sequence[Row]) -> list[tuple[str, Counter]]:
+    """(check id, Counter of statuses) in the order the checks first appear."""
+    counts: dict[str, Counter] = {}
+    for row in rows:
+        for check, status in row.checks:
+            counts.setdefault(check, Counter())[status] += 1
+    return list(counts.items())
+
+
+def torch_labels(rows: Sequence[Row]) -> list[tuple[str, tuple[str, ...]]]:
+    """(label, hosts) for the torch stand-in labels the table marks with LABEL_MARK."""
+    labels: dict[str, list[str]] = {}
+    for row in rows:
+        if row.torch_label:
+            labels.setdefault(row.torch_label, []).append(row.host)
+    return [(label, tuple(hosts)) for label, hosts in labels.items()]
+
+
+def hosts_phrase(hosts: Sequence[str], of: int | None = None) -> str:
+    """"12 hosts ws[05-16]", "1 host ws3"; "all 12" when `of` says the hosts are the whole group."""
+    if of is not None and len(hosts) == of and of > 1:
+        return f"all {of}"
+    return f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} {fold(hosts)}"
+
+
+# --- Markdown --------------------------------------------------------------------------------------------------------
 
 def _md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -144,63 +373,22 @@ def _md(text: str) -> str:
 
 def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
     rows = [row_for(o) for o in outcomes]
-    lines = [
-        f"# {title}",
-        "",
-        f"{len(rows)} host(s): {_counts_line(rows)} — written {generated_at}",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
-    ]
+    lines = [f"# {title}", "", f"{len(rows)} host(s): {counts_line(rows)} — written {generated_at}", "",
+             "## Findings", ""]
+    for group in groups(rows):
+        lines.append(f"- **{_md(hosts_phrase(group.hosts))}** — **{group.verdict}** {_md(group.text)}")
+        lines += [f"  - {_md(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}"
+                  for finding, hosts in group.also]
+    counted = check_counts(rows)
+    if counted:
+        lines += ["", "## Checks", "", "| Check | " + " | ".join(CHECK_STATUSES) + " |",
+                  "|---|" + "---:|" * len(CHECK_STATUSES)]
+        lines += [f"| {_md(check)} | " + " | ".join(str(counts.get(s, 0) or "") for s in CHECK_STATUSES) + " |"
+                  for check, counts in counted]
+    lines += ["", "## Hosts", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
-        cells = (row.host, *row.cells[:-1], f"**{row.verdict}**: {row.reason}")
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    details = [row for row in rows if row.problems]
-    if details:
-        lines += ["", "## What to look at", ""]
-        for row in details:
-            lines.append(f"- **{_md(row.host)}**")
-            lines += [f"  - {_md(problem)}" for problem in row.problems]
+        verdict, *rest = row.cells
+        lines.append("| " + " | ".join(_md(c) for c in (row.host, f"**{verdict}**", *rest)) + " |")
+    for label, hosts in torch_labels(rows):
+        lines += ["", f"{LABEL_MARK} torch on {_md(hosts_phrase(hosts))}: {_md(label)}"]
     return "\n".join(lines) + "\n"
-
-
-_STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem;color:#1d1d1f}
-h1{font-size:1.3rem;margin:0 0 .3rem}p.meta{color:#555;margin:0 0 1rem}
-table{border-collapse:collapse;font-size:.85rem;width:100%}
-th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
-th{background:#f0f0f3}td.v{font-weight:600;white-space:nowrap}
-tr.PASS td.v{background:#d9f2dd;color:#14591f}tr.WARN td.v{background:#fdf0c8;color:#6b4d00}
-tr.FAIL td.v{background:#f9d7d5;color:#7a1612}tr.UNREACHABLE td.v,tr.NOTVERIFIED td.v{background:#e4e4e8;color:#333}
-td.r{max-width:28rem}ul{font-size:.85rem}li.fail{color:#7a1612}li.warn{color:#6b4d00}
-"""
-
-
-def render_html(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
-    rows = [row_for(o) for o in outcomes]
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS[:-1]) + "<th>Verdict</th><th>Reason</th>"
-    body = []
-    for row in rows:
-        cells = "".join(f"<td>{esc(c)}</td>" for c in (row.host, *row.cells[:-1]))
-        body.append(
-            f'<tr class="{esc(row.verdict.replace(" ", ""))}">{cells}'
-            f'<td class="v">{esc(row.verdict)}</td><td class="r">{esc(row.reason)}</td></tr>'
-        )
-    details = []
-    for row in rows:
-        if not row.problems:
-            continue
-        items = "".join(
-            f'<li class="{esc(p.split(" ", 1)[0].lower())}">{esc(p)}</li>' for p in row.problems
-        )
-        details.append(f"<h2>{esc(row.host)}</h2><ul>{items}</ul>")
-    details_html = f"<section><h1>What to look at</h1>{''.join(details)}</section>" if details else ""
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{esc(title)}</h1><p class=\"meta\">{len(rows)} host(s): {esc(_counts_line(rows))} — written "
-        f"{esc(generated_at)}</p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        f"{details_html}</body></html>\n"
-    )

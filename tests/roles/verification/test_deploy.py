@@ -120,12 +120,18 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert report["verdict"] == "fail" and report["request"]["device"] == "cpu"
     assert report["request"]["torch_label"] == LABEL
     summary = (reports / "summary.md").read_text()
-    assert f"| @local | {report['host']['os']} | none | 2.13.0+cpu ({LABEL}) |" in summary
-    assert "| ws-down | — |" in summary and "**UNREACHABLE**: could not connect" in summary
+    assert f"| @local | **FAIL** | linkage.static +" in summary
+    assert f" | {report['host']['os']} | none | 2.13.0+cpu † |" in summary and f"† torch on 1 host @local: {LABEL}" in summary
+    assert "| ws-down | **UNREACHABLE** | — |" in summary and "- **1 host ws-down** — **UNREACHABLE** could not connect" in summary
     assert (reports / "summary.html").read_text().startswith("<!DOCTYPE html>")
+    # Each run's verdicts are kept for the page's history strip: one per host and run (the --dry run adds none).
+    history = json.loads((reports / "history.json").read_text())["hosts"]
+    assert [e["verdict"] for e in history["@local"]] == ["FAIL", "FAIL"]
+    assert [e["verdict"] for e in history["ws-down"]] == ["UNREACHABLE", "UNREACHABLE"]
 
-    # Nothing changed on the host but the uploaded verifier: not under /var/lib, not in the venv.
-    assert changed == ["./rocm-fleet", "./rocm-fleet/verify.pyz"]
+    # Nothing changed on the host but the uploaded verifier and the report it keeps (no node_exporter directory
+    # here, so no metrics file): not elsewhere under /var/lib, not in the venv.
+    assert changed == ["./rocm-fleet", "./rocm-fleet/last-verify.json", "./rocm-fleet/verify.pyz"]
     assert tree_state(venv) == before
 
     # Second run: the verifier upload changes nothing; only running the check and judging it execute. (Text output:
