@@ -1,0 +1,32 @@
+"""The status task as a pyinfra deploy: one fact per host (roles/status/facts.py), no operation, nothing changed.
+
+The fact is read while pyinfra plans, so the status is known before pyinfra's prompt; the summary is written when the
+run ends, for `--dry` too (roles/verification/fleet.py, `FleetSummary.for_status`): reports/status.md and
+reports/status.html, the same summary a verification run writes, each host "as of" the results it keeps.
+"""
+
+from __future__ import annotations
+
+from pyinfra import host, logger, state
+from pyinfra.api import deploy
+
+from roles.settings import settings_for
+from roles.status.facts import KeptResults
+from roles.status.model import outcome_of
+from roles.verification.deploy import reports_dir_for
+from roles.verification.fleet import fleet_summary
+from roles.verification.summary import row_for
+
+_COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
+
+
+@deploy("Status")
+def read_status() -> None:
+    settings = settings_for(host)
+    summary = fleet_summary(state, reports_dir_for(settings), status=True)
+    outcome = outcome_of(host.name, host.get_fact(KeptResults), settings.torch_label)
+    summary.record(outcome)
+    row = row_for(outcome)
+    as_of = f" (as of {row.as_of})" if outcome.as_of else ""
+    host.log_styled(f"status {row.verdict}{as_of}: {row.reason}", fg=_COLOURS.get(row.verdict, "white"),
+                    log_func=logger.warning if row.verdict not in ("PASS", "WARN") else logger.info)

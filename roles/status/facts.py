@@ -1,0 +1,49 @@
+"""The status task's one fact: every result the host keeps under /var/lib/rocm-fleet, read as hostile input.
+
+The command sends verify/report/kept_files.py itself as the program (`python3 -I -S -c …`, the source zlib- and
+base64-packed into one shell word): the host's own python3 in isolated mode (no environment variables, no user site,
+no site-packages: nothing a non-root account can write is imported), nothing uploaded, nothing of the venv touched,
+whatever verifier version the host has. It prints one JSON document: each kept file's text (regular files only,
+symlinks not followed, bounded reads) or why there is none, and the host's clock. Parsing and judging happen on the
+controller (roles/status/model.py, through `Report.from_json`).
+
+A host without python3, or anything else that keeps the program from answering, gives {"error": its last line}: the
+status row then says so. The command never exits non-zero, so it never fails the host in pyinfra.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import zlib
+
+from pyinfra.api import FactBase
+
+from verify.api import KEPT_FILES_SOURCE
+
+_PACKED = base64.b64encode(zlib.compress(KEPT_FILES_SOURCE.encode("utf-8"), 9)).decode("ascii")
+PROGRAM = f"import base64,zlib;exec(zlib.decompress(base64.b64decode('{_PACKED}')))"
+MAX_ERROR = 300
+
+
+class KeptResults(FactBase):
+    """{"now": …, "files": {source: {...}}} as kept_files.read_kept_files() gives it, or {"error": "…"}."""
+
+    def command(self) -> str:
+        return f"python3 -I -S -c {shlex.quote(PROGRAM)} 2>&1 || true"
+
+    def default(self) -> dict:
+        return {"error": "no answer"}
+
+    def process(self, output) -> dict:
+        lines = [line for line in output if line.strip()]
+        text = "\n".join(lines)
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict):
+            return answer
+        last = lines[-1].strip() if lines else "no output"
+        return {"error": last[:MAX_ERROR]}
