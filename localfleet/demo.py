@@ -21,8 +21,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verify.api import Report
-
 from .commands import die_with_parent
 from .demo_verdict import DemoVerdict, judge_demo
 from .errors import FleetError
@@ -77,15 +75,16 @@ def run_deploy(fleet: Fleet) -> int:
                 child.wait()
 
 
-def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, Report | None]:
-    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None."""
-    found: dict[str, Report | None] = {}
+def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, dict | None]:
+    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None; judged and
+    read by demo_verdict."""
+    found: dict[str, dict | None] = {}
     for host in hosts:
         try:
-            found[host] = Report.from_json(json.loads((reports_dir / f"{host}.json").read_text(encoding="utf-8")))
+            found[host] = json.loads((reports_dir / f"{host}.json").read_text(encoding="utf-8"))
         except FileNotFoundError:
             found[host] = None
-        except (OSError, ValueError) as error:  # ReportError is a ValueError
+        except (OSError, ValueError) as error:
             log.warning("%s/%s.json is not a readable report (%s)", reports_dir, host, error)
             found[host] = None
     return found

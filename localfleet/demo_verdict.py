@@ -10,7 +10,8 @@ exactly these reasons, no other:
 - versions.torch, runtime.torch: torch is not a ROCm build (the CPU stand-in).
 
 Warnings (NF4 ran on the CPU, bitsandbytes loaded its CPU library, strays) are expected too. Anything else is a
-surprise: a host with no report (unreachable, or a stage failed before verification), another failing check (NF4,
+surprise: a host with no report (unreachable, or a stage failed before verification), a report that proves nothing
+(verify/report/report.py `judge_report`, the rule the verification stage applies), another failing check (NF4,
 bitsandbytes' version, the runtime maps), a linkage that fails otherwise — or passes — and pyinfra exiting other
 than 1 (it exits 1 exactly when a host failed, which every host does here by design).
 """
@@ -18,9 +19,9 @@ than 1 (it exits 1 exactly when a host failed, which every host does here by des
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
-from verify.api import FAIL, CheckResult, Report
+from verify.api import FAIL, CheckResult, Report, judge_report
 
 # The check ids of verify/ whose failure is expected on a local test workstation, and why, in words for the output.
 EXPECTED_FAILURES = {
@@ -74,10 +75,15 @@ def _linkage_surprise(check: CheckResult, report: Report) -> str | None:
     return None
 
 
-def judge_host(host: str, report: Report | None) -> HostVerdict:
-    if report is None:
+def judge_host(host: str, document: Mapping[str, Any] | None) -> HostVerdict:
+    """`document`: the host's reports/<host>.json as read (None: there is none)."""
+    if document is None:
         return HostVerdict(host, ("no verification report: the host was unreachable or a stage failed before "
                                   "verification (the summary says which)",))
+    judged = judge_report(document)
+    if not judged.trustworthy:
+        return HostVerdict(host, (f"the report proves nothing: {judged.problem}",))
+    report = Report.from_json(document)  # schema-valid: the judgement above says so
     surprises = []
     for check in report.checks:
         if check.status != FAIL:
@@ -97,7 +103,7 @@ def judge_host(host: str, report: Report | None) -> HostVerdict:
     return HostVerdict(host, tuple(surprises))
 
 
-def judge_demo(hosts: list[str], reports: Mapping[str, Report | None], pyinfra_exit: int) -> DemoVerdict:
+def judge_demo(hosts: list[str], reports: Mapping[str, Mapping[str, Any] | None], pyinfra_exit: int) -> DemoVerdict:
     """`reports`: host -> its report written by this run (None or absent: no report)."""
     verdicts = tuple(judge_host(host, reports.get(host)) for host in hosts)
     surprises = [f"{v.host}: {line}" for v in verdicts for line in v.surprises]

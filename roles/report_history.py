@@ -1,12 +1,14 @@
 """The controller's memory of each host's reports, and the drift of every new report from it (issue 6).
 
     reports/<host>.json              the latest report (roles/verification/reports.py writes it)
-    reports/last-pass/<host>.json    the host's last report that did not fail (kept here)
+    reports/last-pass/<host>.json    the host's last report that proved a pass (kept here)
 
 When a host's new report arrives — before it replaces reports/<host>.json — `compare_and_keep` states the drift
 (verify/report/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
 replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
-the previous run. A host's first report has no baseline. A new report that did not fail becomes the last passing one.
+the previous run. A host's first report has no baseline. A new report that proved a pass (the verification stage
+judged it with verify/report/report.py's rule, exit status and all) becomes the last passing one; a kept last-pass file is a
+baseline only while the same rule still passes it (a file edited or damaged since is not).
 
 A baseline that cannot be read or compared is not an error of the run: it is logged, the drift then says nothing,
 and the next passing report replaces the file.
@@ -43,6 +45,10 @@ def _read(path: Path) -> Report | None:
 def baseline(reports_dir: Path, host_name: str) -> tuple[Report, str] | None:
     """(report, how to name it) the host's next report is compared with, or None for a host with no report yet."""
     last_pass = _read(last_pass_path(reports_dir, host_name))
+    if last_pass is not None and not last_pass.passed:
+        log.warning("%s no longer proves a pass (%s): no drift from it", last_pass_path(reports_dir, host_name),
+                    last_pass.judge().problem or "its verdict is fail")
+        last_pass = None
     if last_pass is not None:
         return last_pass, f"the last passing report ({last_pass.generated_at})"
     previous = _read(reports_dir / report_filename(host_name))
@@ -51,8 +57,9 @@ def baseline(reports_dir: Path, host_name: str) -> tuple[Report, str] | None:
     return None
 
 
-def compare_and_keep(reports_dir: Path, host_name: str, report: Report) -> Drift | None:
-    """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it passed.
+def compare_and_keep(reports_dir: Path, host_name: str, report: Report, *, passed: bool) -> Drift | None:
+    """The drift of `report` from the host's baseline; keeps `report` as the last passing one when it `passed`
+    (verify/report/report.py's judgement of this run, which knows the exit status; this module does not).
     Call it before reports/<host>.json is replaced by `report`."""
     found = baseline(reports_dir, host_name)
     drift = None
@@ -62,7 +69,7 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Report) -> Drift
         except (ReportError, KeyError, TypeError, AttributeError) as error:  # an older verifier's, or hand-edited
             log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
                         host_name, found[1], error)
-    if report.passed:
+    if passed and report.passed:  # the caller's judgement, and never a report the rule fails
         save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift
 

@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LAYERS = ("oneshot", "ld", "stack", "debian", "report", "checks", "commands", "cli", "__main__", "api")
+LAYERS = ("oneshot", "safe_read", "ld", "stack", "debian", "report", "checks", "commands", "cli", "__main__", "api")
 PUBLIC = "verify.api"
 OUTSIDE = ("roles", "localfleet", "bench", "tasks", "deploy.py")
 

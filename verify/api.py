@@ -14,12 +14,24 @@ from verify.debian.strays import Stray, StraysReport, find_strays
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
+from verify import safe_read
 from verify.report import kept_files
 from verify.report.drift import Drift, compare_reports
 from verify.report.kept import LABELS as KEPT_LABELS
 from verify.report.kept import KeptResult, Unusable, kept_results, parse_time
 from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
-from verify.report.report import FAIL, PASS, WARN, CheckResult, Report, ReportError, check_priority
+from verify.report.report import (
+    FAIL,
+    PASS,
+    RERUN_FIX,
+    WARN,
+    CheckResult,
+    Judgement,
+    Report,
+    ReportError,
+    check_priority,
+    judge_report,
+)
 from verify.stack.rocm_release import (
     CollidingPackage,
     RocmRelease,
@@ -31,15 +43,18 @@ from verify.stack.rocm_release import (
 
 # The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
 PACKAGE_DIR = Path(__file__).resolve().parent
-# What a host keeps under /var/lib/rocm-fleet, and the reader the status task sends to it as `python3 -c` source.
+# What a host keeps under /var/lib/rocm-fleet, and the reader the status task sends to it as the program of its
+# python3: (module name, source) in import order, standard library only; run kept_files' main() once both are loaded.
 KEPT_STATE_ROOT = kept_files.STATE_ROOT
-KEPT_FILES_SOURCE = Path(kept_files.__file__).read_text(encoding="utf-8")
+KEPT_READER_SOURCES = tuple((module.__name__, Path(module.__file__).read_text(encoding="utf-8"))
+                            for module in (safe_read, kept_files))
 
 __all__ = [
-    "FAIL", "PASS", "WARN", "PACKAGE_DIR", "KEPT_FILES_SOURCE", "KEPT_LABELS", "KEPT_STATE_ROOT",
+    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR", "KEPT_LABELS", "KEPT_READER_SOURCES", "KEPT_STATE_ROOT",
     "METRICS_DEFAULT_DIR",
-    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "KeptResult", "Report", "ReportError",
-    "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
-    "check_priority", "compare_reports", "compare_versions", "find_strays", "is_amd_version", "kept_results", "known_releases",
-    "ldd_lines", "parse_ldd_output", "parse_time", "release_with_build", "rocm_release",
+    "Analyser", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "KeptResult", "Report",
+    "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
+    "check_priority", "compare_reports", "compare_versions", "find_strays", "is_amd_version", "judge_report",
+    "kept_results", "known_releases", "ldd_lines", "parse_ldd_output", "parse_time", "release_with_build",
+    "rocm_release",
 ]

@@ -13,7 +13,7 @@ from pyinfra.api import deploy
 from roles.settings import settings_for
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
-from roles.verification.deploy import reports_dir_for
+from roles.verification.deploy import expected_request, reports_dir_for
 from roles.verification.fleet import fleet_summary
 from roles.verification.summary import row_for
 
@@ -24,7 +24,8 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 def read_status() -> None:
     settings = settings_for(host)
     summary = fleet_summary(state, reports_dir_for(settings), status=True)
-    outcome = outcome_of(host.name, host.get_fact(KeptResults), settings.torch_label)
+    outcome = outcome_of(host.name, host.get_fact(KeptResults), settings.torch_label,
+                         request=expected_request(settings))
     summary.record(outcome)
     row = row_for(outcome)
     as_of = f" (as of {row.as_of})" if outcome.as_of else ""

@@ -1,6 +1,9 @@
 """From what a host keeps to its row in the fleet status (pure): which results count, and as of when.
 
-The host's row rests on its newest full result — the verification's report (last-verify.json) or the boot check's,
+Every kept report is first held to the verifier's one rule (`judge_report`: schema, verdict from its checks, every
+check the verifier always runs, the host's own name, and for the verification's report the question this inventory
+asks): one that proves nothing counts as a kept file that cannot be used. The host's row rests on its newest full
+result — the verification's report (last-verify.json) or the boot check's,
 whichever ran later — shown "as of" its time and age (by the host's clock, so a controller whose clock is off does
 not age it). The apt hook's results (static checks only) that are not older than it are added as `later`: they can
 make the verdict worse, never better (summary.py's one rule). Older or superseded results are listed in the row's
@@ -14,7 +17,7 @@ import time
 from typing import Any
 
 from roles.verification.summary import NOT_VERIFIED, VERIFIED, HostOutcome, Later, short_time
-from verify.api import KEPT_LABELS, KeptResult, kept_results
+from verify.api import KEPT_LABELS, KeptResult, Unusable, kept_results
 
 NO_REPORT = "no verification report kept on the host — run pyinfra INVENTORY tasks/verify.py"
 
@@ -35,13 +38,30 @@ def _when(result: KeptResult, now: float) -> str:
     return short_time(result.checked_at) + (f" ({age(now - stamp)})" if stamp is not None else "")
 
 
-def outcome_of(host_name: str, answer: Any, torch_label: str | None = None, now: float | None = None) -> HostOutcome:
-    """The host's outcome from its KeptResults fact (`answer`); `now` only when the host did not say its time."""
+def _proven(results: dict[str, KeptResult], unusable: list[Unusable], hostname: str | None,
+            request: dict | None) -> dict[str, KeptResult]:
+    """The results whose report proves what it says; the others join `unusable`, with the rule's own line."""
+    proven = {}
+    for source, result in results.items():
+        judged = result.report.judge(hostname=hostname, request=request if source == "verification" else None)
+        if judged.trustworthy:
+            proven[source] = result
+        else:
+            unusable.append(Unusable(source, result.path, f"not proven — {judged.problem}"))
+    return proven
+
+
+def outcome_of(host_name: str, answer: Any, torch_label: str | None = None, now: float | None = None,
+               request: dict | None = None) -> HostOutcome:
+    """The host's outcome from its KeptResults fact (`answer`); `now` only when the host did not say its time;
+    `request`: what the verification stage asks of this host (its report must answer that)."""
     if not isinstance(answer, dict) or "files" not in answer:
         why = answer.get("error") if isinstance(answer, dict) else None
         return HostOutcome(host_name, NOT_VERIFIED, torch_label=torch_label,
                            detail=f"could not read what the host keeps: {why or 'no answer'}")
     results, unusable, host_now = kept_results(answer)
+    hostname = answer.get("hostname") if isinstance(answer.get("hostname"), str) else None
+    results = _proven(results, unusable, hostname, request)
     now = host_now if host_now is not None else (now if now is not None else time.time())
     full = [r for r in results.values() if r.full]
     newest = max(full, key=lambda r: r.timestamp or 0.0) if full else None

@@ -3,9 +3,10 @@
 Changes nothing on the host but the uploaded verifier (`roles.verifier`) and what the verifier keeps of its run: the
 report, as /var/lib/rocm-fleet/last-verify.json (read back by the status task), and node_exporter's rocm_fleet.prom
 when `node_exporter_textfile_dir` is set and exists. The checks only read files and run the venv's python (with -B,
-so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the
-run ends, the fleet summary (`fleet.py`). A host whose verdict is "fail" is failed with the report's one-line reason;
-pyinfra then runs nothing more on it and exits 1.
+so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the run ends, the fleet
+summary (`fleet.py`). A host passes only on a report that proves it (`reports.py`, and the rule in
+verify/report/report.py); a host whose verdict is "fail" is failed with the report's one-line reason, a host whose
+output proves nothing with one line saying what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from roles.report_history import compare_and_keep, drift_lines
 from roles.settings import HostSettings, settings_for
 from roles.stage_control import host_is_stopped, note
 from roles.verification.fleet import fleet_summary
-from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
+from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, save_report
 from verify.api import KEPT_STATE_ROOT
 from roles.verifier import upload_verifier, verifier_command
 
@@ -47,10 +48,26 @@ def check_arguments(settings: HostSettings) -> list[str]:
     return arguments
 
 
+def expected_request(settings: HostSettings) -> dict:
+    """The report's "request" for `check_arguments(settings)`: a report answering anything else proves nothing."""
+    return {
+        "venv": settings.venv_path,
+        "expect_rocm": settings.rocm_release,
+        "expect_bitsandbytes": settings.bitsandbytes_version,
+        "device": settings.verify_device,
+        "gpu_required": settings.gpu_required,
+        "static_only": False,
+        "root": "/",
+        "torch_label": settings.torch_label,
+    }
+
+
 def remote_command(settings: HostSettings) -> str:
-    """The verifier's exit status goes to stdout as a marker, so this step succeeds and the judging happens on the
-    controller with the report in hand (a failed check is a verdict to report, not a broken command)."""
-    return f"{verifier_command(*check_arguments(settings))}; echo {shlex.quote(EXIT_MARKER)}$?"
+    """The host's own name first (the report must carry it), then the report; the verifier's exit status goes to
+    stdout as the last line, so this step succeeds and the judging happens on the controller with the report in hand
+    (a failed check is a verdict to report, not a broken command)."""
+    return (f"echo {shlex.quote(HOST_MARKER)}\"$(uname -n)\"; {verifier_command(*check_arguments(settings))}; "
+            f"echo {shlex.quote(EXIT_MARKER)}$?")
 
 
 def reports_dir_for(settings: HostSettings) -> Path:
@@ -58,19 +75,21 @@ def reports_dir_for(settings: HostSettings) -> Path:
     return path if path.is_absolute() else Path(state.cwd or ".") / path
 
 
-def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> bool:
-    """At execution: parse the verifier's output, save the report, fail the host with one line when it failed."""
+def _collect(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
+    """At execution: judge the verifier's output, save a trustworthy report, fail the host with one line unless the
+    report proves it passed."""
     summary = fleet_summary(state, Path(reports_dir))
-    outcome = parse_check_output(run.stdout, run.stderr)
+    outcome = parse_check_output(run.stdout, run.stderr, request=request)
     saved = None
     if outcome.report is not None:
-        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report))  # before the save
+        # before the save
+        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report, passed=outcome.passed))
         saved = save_report(Path(reports_dir), host.name, outcome.report)
         summary.record_report(host.name, outcome.report, torch_label, drift=drift)
         for line in drift:
             host.log_styled(line, fg="yellow", log_func=logger.warning)
     else:
-        summary.record_no_report(host.name, outcome.error or "no report", torch_label)
+        summary.record_no_report(host.name, f"verification {outcome.error}", torch_label)
     if outcome.failed:
         host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
         return False
@@ -100,4 +119,5 @@ def verify_workstation() -> None:
         run=run,
         reports_dir=str(reports_dir_for(settings)),
         torch_label=settings.torch_label,
+        request=expected_request(settings),
     )

@@ -12,16 +12,17 @@ Pure: takes the hosts' outcomes (their reports, or why there is none) and return
 3. **Hosts** — one short row per host: verdict and the check behind it (never the long reason again), OS, ROCm,
    torch, bitsandbytes, GPUs and archs, linkage, strays, NF4 error, and as of when.
 
-A host passes only on a passing report (verdict pass or warn). The status task (roles/status) adds what the host kept
-after that report — the apt hook's newer static results — which can only make the verdict worse, and kept files it
-could not use, which leave the host NOT VERIFIED.
+A host passes only on a report that proves it (verify/report/report.py `judge_report`, the rule the verification
+stage applies): a report that proves nothing leaves its host NOT VERIFIED, saying why. The status task (roles/status)
+adds what the host kept after that report — the apt hook's newer static results — which can only make the verdict
+worse, and kept files it could not use, which leave the host NOT VERIFIED.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import hostlist
@@ -269,6 +270,9 @@ def _checks(outcome: HostOutcome) -> tuple[tuple[str, str], ...]:
 
 
 def row_for(outcome: HostOutcome) -> Row:
+    judged = outcome.report.judge() if outcome.report is not None else None
+    if judged is not None and not judged.trustworthy:
+        outcome = replace(outcome, state=NOT_VERIFIED, report=None, detail=f"not proven — {judged.line()}")
     findings = _findings(outcome)
     verdict = _verdict(outcome, findings)
     wanted = {"FAIL": "FAIL", "NOT VERIFIED": "NOT VERIFIED", "WARN": "WARN"}.get(verdict)

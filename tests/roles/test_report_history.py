@@ -41,7 +41,7 @@ def reports(tmp_path_factory) -> dict[str, Report]:
 
 def arrive(reports_dir, report):
     """What the verification stage does with a host's new report: the drift first, then the save."""
-    drift = compare_and_keep(reports_dir, "ws1", report)
+    drift = compare_and_keep(reports_dir, "ws1", report, passed=report.passed)
     save_report(reports_dir, "ws1", report)
     return drift
 
@@ -96,10 +96,28 @@ def test_the_fleet_summary_lists_the_drift_under_the_hosts_finding(reports, tmp_
 
 def test_a_baseline_of_another_shape_is_logged_and_gives_no_drift(reports, tmp_path, caplog):
     last_pass_path(tmp_path, "ws1").parent.mkdir()
-    odd = dict(reports["passing"].to_json(), checks=[{"id": "strays", "title": "strays", "status": "pass",
-                                                      "reason": "r", "evidence": {"schema": "verify.strays/1",
-                                                                                  "strays": [{"architecture": "amd64"}]}}])
+    odd = json.loads(json.dumps(reports["passing"].to_json()))
+    [strays] = [check for check in odd["checks"] if check["id"] == "strays"]
+    strays["evidence"] = {"schema": "verify.strays/1", "strays": [{"architecture": "amd64"}]}  # schema-valid, odd
     last_pass_path(tmp_path, "ws1").write_text(json.dumps(odd))
     with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
-        assert compare_and_keep(tmp_path, "ws1", reports["rsmi"]) is None
+        assert compare_and_keep(tmp_path, "ws1", reports["rsmi"], passed=False) is None
     assert "ws1: no drift from the last passing report" in caplog.text
+
+
+def test_a_last_passing_report_edited_since_is_no_baseline(reports, tmp_path, caplog):
+    """reports/last-pass/<host>.json is kept only while verify/report/report.py's rule still passes it: a report turned into a
+    'pass' by hand (its failing linkage check still in it) is skipped, and the drift is stated from the previous one."""
+    arrive(tmp_path, reports["passing"])
+    arrive(tmp_path, reports["rsmi"])
+    last_pass_path(tmp_path, "ws1").write_text(json.dumps(dict(reports["rsmi"].to_json(), verdict="pass")))
+    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
+        found = baseline(tmp_path, "ws1")
+    assert found[1].startswith("the previous report")
+    assert "no longer proves a pass (the report's verdict 'pass' is not what its checks give" in caplog.text
+
+
+def test_a_report_the_rule_fails_is_never_kept_as_the_last_passing_one(reports, tmp_path):
+    forged = Report.from_json(dict(reports["rsmi"].to_json(), verdict="warn"))
+    compare_and_keep(tmp_path, "ws1", forged, passed=True)
+    assert not last_pass_path(tmp_path, "ws1").exists()

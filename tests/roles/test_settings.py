@@ -14,7 +14,7 @@ import pytest
 
 from roles import pins
 from roles.settings import KEYS, PLAIN_CHARACTERS, SCHEMA, HostSettings, check_data, markdown_table
-from tests.verify.stack.test_rocm_release import release_7_2_5  # noqa: F401 (a fixture: a second known release)
+from tests.support.extra_release import extra_release
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -205,12 +205,13 @@ HTTP_WITHOUT_SHA256 = ("'http://mirror.lab/radeon' is plain http and amdgpu_inst
                        "https mirror")
 
 
-def test_an_http_mirror_without_the_installers_sha256_is_refused(release_7_2_5):
+def test_an_http_mirror_without_the_installers_sha256_is_refused():
     assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"}) == [
         ("repo_radeon_base_url", HTTP_WITHOUT_SHA256)]
-    # Named with the release actually asked for (one this checkout knows: unknown releases are refused on their own).
-    [(_, detail)] = _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "rocm_release": "7.2.5",
-                               "rocm_build": "70205"})
+    # Named with the release actually asked for (a known one: a release is what has a file in verify/stack/releases/).
+    with extra_release("7.2.5", "70205"):
+        [(_, detail)] = _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "rocm_release": "7.2.5",
+                                   "rocm_build": "70205"})
     assert "amdgpu-install_7.2.5.70205-1_all.deb" in detail
 
 

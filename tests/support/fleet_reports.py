@@ -1,5 +1,6 @@
-"""Synthetic fleets for the summary's tests: reports built the way the verifier builds them (build_report, its check
-ids and its reasons as the real verifier words them), without running it — the summary is what is under test.
+"""Synthetic fleets for the summary's tests: reports built the way the verifier builds them (build_report, every check
+it always runs, its reasons as the real verifier words them, so judge_report finds them proven), without running it —
+the summary is what is under test.
 
 `fleet_of(pass_=40, no_rocm=12, strays=5, unreachable=3)` gives HostOutcomes of four kinds:
 - pass: every check passes on one GPU (gfx1100 on most, gfx90a on every fifth host);
@@ -50,7 +51,10 @@ def _checks(kind: str) -> list[CheckResult]:
         CheckResult("versions.bitsandbytes", "bitsandbytes", PASS, "bitsandbytes 0.50.1"),
         CheckResult("strays", "stray distro ROCm packages", *strays),
         CheckResult("runtime.torch", "torch at runtime", PASS, "torch 2.13.0+rocm7.2, HIP 7.2.53211"),
-        CheckResult("nf4.cuda:0", "NF4 on cuda:0", PASS, "NF4 on cuda:0: round-trip |err| 0.0727"),
+        CheckResult("runtime.devices", "GPUs", PASS, "1 GPU: gfx1100"),
+        CheckResult("runtime.bnb_library", "bitsandbytes' library", PASS, "libbitsandbytes_rocm72.so loaded"),
+        CheckResult("runtime.maps", "mapped as predicted", PASS, "all 20 predicted objects mapped"),
+        CheckResult("nf4.cuda0", "NF4 on cuda:0", PASS, "NF4 on cuda:0: round-trip |err| 0.0727"),
     ]
 
 

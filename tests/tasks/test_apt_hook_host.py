@@ -80,11 +80,11 @@ def test_a_damaged_verifier_copy_is_found_by_its_content_and_extracted_again(fle
     intact = copy_state(host)
     assert intact.startswith("verifier ") and len(intact.split()[1]) == 64, intact
     copy = host.root / VERIFIER_COPY.lstrip("/")
-    pyc = next((copy / "verify/__pycache__").glob("host_check.cpython-*.pyc"))
+    pyc = next((copy / "verify/checks/__pycache__").glob("registry.cpython-*.pyc"))
     damages = {
-        "a source changed": lambda: (copy / "verify/host_check.py").write_text("raise SystemExit('tampered')\n"),
+        "a source changed": lambda: (copy / "verify/checks/registry.py").write_text("raise SystemExit('tampered')\n"),
         "a compiled module truncated": lambda: pyc.write_bytes(pyc.read_bytes()[:16]),
-        "a module gone": lambda: (copy / "verify/drift.py").unlink(),
+        "a module gone": lambda: (copy / "verify/report/drift.py").unlink(),
         "a module added": lambda: (copy / "verify/commands/extra.py").write_text("print('not ours')\n"),
     }
     for what, damage in damages.items():

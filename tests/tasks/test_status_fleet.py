@@ -72,10 +72,12 @@ def test_status_reads_every_host_once_changes_nothing_and_writes_the_summary(kep
                                                "pyinfra INVENTORY tasks/verify.py")
     ws3 = summary_finding(summary, "ws3")
     assert ws3.startswith("**NOT VERIFIED** /var/lib/rocm-fleet/last-verify.json cannot be used "
-                          "(/var/lib/rocm-fleet/last-verify.json is a symlink, not a regular file: not read)")
+                          "(/var/lib/rocm-fleet/last-verify.json: a symbolic link (not followed here), not a regular "
+                          "file)")
     also = summary.split("## Findings", 1)[1].split("## Checks", 1)[0]
-    assert "/var/lib/rocm-fleet/apt-hook/last.json is a FIFO, not a regular file: not read" in also
-    assert "/var/lib/rocm-fleet/boot-check/last.json is 67108864 bytes, more than the 4194304 read: not read" in also
+    assert ("/var/lib/rocm-fleet/apt-hook/last.json: a FIFO (a named pipe: opening it would block), not a regular "
+            "file") in also
+    assert "/var/lib/rocm-fleet/boot-check/last.json: 67108864 bytes, more than the 4 MiB any real one has" in also
     assert summary_finding(summary, "ws4") == "**UNREACHABLE** could not connect"
     page = (kept_fleet.reports / "status.html").read_text()
     assert SECRET not in summary + page + output  # the symlink's target was never read

@@ -2,10 +2,12 @@
 checks need, computed once.
 
 Every path of the host goes through `view` (one `FileSystemView` of `/`, or of the image under `--root`, for the
-whole run: the linkage analysis, the strays' libraries, the versions and the venv share its caches). `shared(compute)`
-runs `compute(host)` the first time a check asks and keeps the answer for the others: dpkg's packages (strays and
-versions), the strays report (its check, and the linkage check's package names), the linkage's inputs (the linkage
-and maps checks, the report's facts), the runtime probe (runtime, maps and NF4).
+whole run: the linkage analysis, the strays' libraries, the versions and the venv share its caches), and every file
+is opened through verify/safe_read.py. `shared(compute)` runs `compute(host)` the first time a check asks and keeps
+the answer for the others: dpkg's packages (strays and versions), the strays report (its check, and the linkage
+check's package names), the linkage's inputs (the linkage and maps checks, the report's facts), the runtime probe
+(runtime, maps and NF4). `static_stopped` says why the static part did not finish (its time limit): what it did not
+compute is then not computed afterwards, outside the limit; `runtime_blocked` says why the probe must not start.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ from typing import Any, Callable, Mapping, TypeVar
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
 from verify.report.report import CheckResult, HostInfo, Request
+from verify.safe_read import read_text
 from verify.stack.rocm_release import rocm_release
 from verify.stack.venv_layout import find_venv
 
 T = TypeVar("T")
+STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (README: 0.09 s)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class CheckOptions:
     static_only: bool = False
     root: Path = Path("/")
     timeout: float = 900.0
+    static_time_limit: float | None = STATIC_TIME_LIMIT  # None: no limit
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -49,6 +54,8 @@ class Host:
         self.view = FileSystemView(str(options.root))
         self.venv = find_venv(options.venv, self.view)
         self._shared: dict[Callable[[Host], Any], Any] = {}
+        self.static_stopped: str | None = None  # why the static part stopped before its end (its time limit)
+        self.runtime_blocked: str | None = None  # why the runtime probe must not start
 
     def shared(self, compute: Callable[[Host], T]) -> T:
         if compute not in self._shared:
@@ -59,7 +66,8 @@ class Host:
         """What the report says about the machine (its OS from the analysed system's /etc/os-release)."""
         pretty = None
         try:
-            for line in self.view.local("/etc/os-release").read_text(encoding="utf-8").splitlines():
+            text = read_text(self.view.local("/etc/os-release"), 64 << 10, errors="replace", follow=self.view.is_host)
+            for line in text.splitlines():
                 if line.startswith("PRETTY_NAME="):
                     pretty = line.split("=", 1)[1].strip().strip('"')
         except OSError:

@@ -17,7 +17,9 @@ Each failure names the library, where the loader looked, and the fix.
 from __future__ import annotations
 
 import functools
+import os
 import posixpath
+import stat
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -244,7 +246,10 @@ class LinkageInputs:
 
 
 def inputs(host: Host) -> LinkageInputs:
-    """This run's inputs (read once; see Host.shared)."""
+    """This run's inputs (read once; see Host.shared; none once the static part ran out of time: what it had is
+    not trusted, and nothing is read outside its time limit)."""
+    if host.static_stopped is not None:
+        return LinkageInputs(None)
     return host.shared(_read_inputs)
 
 
@@ -306,7 +311,34 @@ def run(host: Host) -> list[CheckResult]:
         release=options.expect_rocm, view=view, owners=strays.owners(host), notes=notes,
     )
     evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
+    unsafe = _not_regular_files([finding.path for finding in image.findings], view)
+    if unsafe:
+        evidence["not_regular_files"] = unsafe
     return [CheckResult(result.id, result.title, result.status, result.reason, evidence)]
+
+
+def _not_regular_files(paths: list[str], view: FileSystemView) -> list[str]:
+    """Which of these paths (the files the analysis could not use) exist but are not regular files: the runtime probe
+    would dlopen them, and a FIFO blocks that for ever."""
+    found = []
+    for path in dict.fromkeys(paths):
+        try:
+            mode = os.stat(view.local(path)).st_mode
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISREG(mode):
+            found.append(path)
+    return found
+
+
+def runtime_blocked(results: list[CheckResult]) -> str | None:
+    """Why the runtime probe must not start after this static part, or None."""
+    found = result(results, "linkage.static")
+    unsafe = found.evidence.get("not_regular_files") if found else None
+    if unsafe:
+        return (f"{', '.join(unsafe)}: not a regular file where the process would load a library (a FIFO would block "
+                "the probe for ever) — remove it and reinstall what owns that path")
+    return None
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:

@@ -6,8 +6,10 @@
 2. `versions` — installed versions; `strays` — stray distro ROCm packages;
 3. `runtime` — the probe in the venv (torch, GPUs, bitsandbytes' library), `maps` — what the probe really mapped
    against the static prediction; 4. `nf4` — the NF4 smoke on each device.
-The static checks read files only; the runtime ones share one run of the venv's python (none with --static-only).
-What several checks need (one view of the host's files, dpkg's packages, the probe …) is in `host.py`.
+The static checks read files only (through verify/safe_read.py), within `CheckOptions.static_time_limit`: running out
+of time is a failing check, not a hang. The runtime ones share one run of the venv's python — none with
+--static-only, nor when the static part ran out of time or found a library that is not a regular file (a FIFO would
+block the probe's dlopen for ever). What several checks need is in `host.py`.
 """
 
 from __future__ import annotations
@@ -16,18 +18,29 @@ import time
 
 from verify.checks import linkage, maps, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
-from verify.report.report import Facts, Report, build_report
+from verify.report.report import FAIL, STATIC_CHECK_IDS, CheckResult, Facts, Report, build_report
+from verify.safe_read import OutOfTime, time_limit
 
 TOOL_VERSION = "0.1.0"
 
-CHECKS = (linkage, versions, strays, runtime, maps, nf4)
+STATIC_CHECKS = (linkage, versions, strays)
+RUNTIME_CHECKS = (runtime, maps, nf4)
+CHECKS = STATIC_CHECKS + RUNTIME_CHECKS
 
 
 def run_checks(options: CheckOptions) -> Report:
     """Every check, into one report. Raises venv_layout.VenvError for a --venv that is not a venv,
     rocm_release.UnknownRelease for an --expect-rocm without a release file."""
     host = Host(options)
-    checks = [result for check in CHECKS for result in check.run(host)]
+    try:
+        with time_limit(options.static_time_limit):
+            checks = [result for check in STATIC_CHECKS for result in check.run(host)]
+        host.runtime_blocked = linkage.runtime_blocked(checks)
+    except OutOfTime as late:
+        checks = _out_of_time(late)
+        host.static_stopped = str(late)
+        host.runtime_blocked = f"the static check did not finish ({late})"
+    checks += [result for check in RUNTIME_CHECKS for result in check.run(host)]
     facts = Facts(**{key: value for check in CHECKS for key, value in check.facts(host, checks).items()})
     return build_report(
         host=host.info(),
@@ -37,3 +50,10 @@ def run_checks(options: CheckOptions) -> Report:
         generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         tool_version=TOOL_VERSION,
     )
+
+
+def _out_of_time(late: OutOfTime) -> list[CheckResult]:
+    reason = (f"the static check did not finish: {late} — a workstation's files take well under a second; look at "
+              "what it stopped at (a hung mount, a flood of files)")
+    return [CheckResult(check_id, check_id, FAIL, reason, {"stopped_before": late.doing})
+            for check_id in STATIC_CHECK_IDS]

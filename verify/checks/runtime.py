@@ -268,12 +268,15 @@ def probe(host: Host) -> ProbeRun | None:
 
 def _run_probe(host: Host) -> ProbeRun | None:
     options = host.options
-    if options.static_only:
+    if options.static_only or host.runtime_blocked:
         return None
     return run_probe(host.venv.python, options.device, env=options.environ, timeout=options.timeout)
 
 
 def run(host: Host) -> list[CheckResult]:
+    if host.runtime_blocked and not host.options.static_only:
+        return [CheckResult("runtime.torch", "the runtime probe ran in the venv", FAIL,
+                            f"runtime probe not run: {host.runtime_blocked}", {})]
     found = probe(host)
     if found is None:
         return []

@@ -24,7 +24,9 @@ class Strays:
 
 
 def strays(host: Host) -> Strays:
-    """This run's strays report (found once; see Host.shared)."""
+    """This run's strays report (found once; see Host.shared; none once the static part ran out of time)."""
+    if host.static_stopped is not None:
+        return Strays(None, host.static_stopped)
     return host.shared(_find)
 
 

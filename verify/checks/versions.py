@@ -17,6 +17,7 @@ from verify.checks.host import Host
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
 from verify.report.report import FAIL, PASS, CheckResult
+from verify.safe_read import read_text
 from verify.stack.venv_layout import Venv, dist_version, torch_version_module
 
 INSTALL_ROCM_FIX = "install ROCm {release} (amdgpu-install -y --usecase=rocm --no-dkms)"
@@ -26,7 +27,7 @@ _RELEASE = re.compile(r"(\d+\.\d+\.\d+)")
 def rocm_info_version(view: FileSystemView) -> str | None:
     """The first line of /opt/rocm/.info/version (e.g. "7.2.4-93"), or None."""
     try:
-        text = view.local("/opt/rocm/.info/version").read_text(encoding="utf-8", errors="replace")
+        text = read_text(view.local("/opt/rocm/.info/version"), 64 << 10, errors="replace", follow=view.is_host)
     except OSError:
         return None
     return text.strip().splitlines()[0].strip() if text.strip() else None

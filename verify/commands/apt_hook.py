@@ -14,8 +14,11 @@ With `--metrics-dir DIR` it then rewrites node_exporter's DIR/rocm_fleet.prom fr
 directory (verify/report/metrics.py: its own, the verification's, the boot check's); a failure there is one line too.
 
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
-exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
-LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
+exception, the time limit, a bad argument such as `--time-limit nan`) prints one line. A hostile file where a library
+or the dpkg database should be (a FIFO, a device node, a sparse ELF claiming a terabyte) is a finding of the check,
+within its static time limit (three quarters of the hook's), never a hang: see verify/safe_read.py. The process is
+modelled with a clean environment (no LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing
+about the one users start Python in.
 
 apt runs this file directly (`python3 -I …/verify/commands/apt_hook.py …`, from the hook's compiled copy of the
 verifier), not through `verify.cli`: everything it imports from the verifier is imported inside the guarded code, so
@@ -35,6 +38,7 @@ from pathlib import Path
 PREFIX = "rocm-fleet apt hook:"
 DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state.DEFAULT_DIR (not imported: see above)
 DEFAULT_TIME_LIMIT = 60.0
+MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 # What makes two results comparable: the same question asked of the same system.
@@ -59,12 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="check the filesystem image at DIR instead of this system (tests)")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                        help="give up (with one line) after this long, so that apt never waits on the hook")
+    parser.add_argument("--time-limit", type=_time_limit, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                        help="give up (with one line) after this long, so that apt never waits on the hook "
+                        f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)")
     parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
                         help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
                              "directory's parent (when DIR exists)")
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
+
+
+def _time_limit(text: str) -> float:
+    from verify.commands import seconds  # imported here, not at the top: see the module docstring
+
+    return seconds(MAX_TIME_LIMIT, zero_means="means no limit")(text)
 
 
 def register(subparsers) -> None:
@@ -86,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     except _OneLine as stop:
         _emit([f"{PREFIX} {stop}"])
         return 0
+    except SystemExit:  # --help
+        raise
+    except BaseException as error:  # noqa: BLE001 — a damaged copy of the verifier: still one line, still exit 0
+        _emit([f"{PREFIX} not run ({_one_line(error)}); apt is not affected — run tasks/apt_hook.py again"])
+        return 0
     return run(args)
 
 
@@ -105,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
 
 def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
+    from verify.checks.host import STATIC_TIME_LIMIT
     from verify.checks.registry import CheckOptions, run_checks
     from verify.report.drift import compare_reports
     from verify.report.hook_state import HookResult, HookState, StateError
@@ -120,6 +137,10 @@ def hook(args: argparse.Namespace) -> list[str]:
     options = CheckOptions(
         venv=args.venv, expect_rocm=args.expect_rocm, expect_bitsandbytes=args.expect_bitsandbytes, device="cpu",
         gpu_required=False, static_only=True, root=args.root.resolve(), environ={},
+        # Below the hook's own limit, so that a hostile or slow filesystem is a finding in the result, not this
+        # hook's "took longer than its time limit" line.
+        static_time_limit=(min(STATIC_TIME_LIMIT, args.time_limit * 0.75) if args.time_limit > 0
+                           else STATIC_TIME_LIMIT),
     )
     try:
         report = run_checks(options)

@@ -6,7 +6,8 @@ DIR/rocm_fleet.prom from every result kept there (verify/report/metrics.py). Bot
 private name; a failure to write either is one line on stderr ("verify check: warning: …") and changes neither the
 report nor the exit code.
 
-Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv).
+Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
+`verify.report.report.exit_status_of`, the same table the controller holds a report's exit status to.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ import sys
 from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
+from verify.commands import seconds, write_stdout
 from verify.report.kept_files import VERIFY_REPORT, replace_file
 from verify.report.metrics import write_metrics
+from verify.report.report import exit_status_of
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+MAX_TIMEOUT = 86400.0  # a day: an NF4 smoke test takes seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="analyse the filesystem image at DIR (implies --static-only)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
+                        help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -96,13 +101,12 @@ def run(args: argparse.Namespace) -> int:
     if args.keep_in is not None:
         keep(report, args.keep_in, args.metrics_dir)
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=1, sort_keys=False)
-        sys.stdout.write("\n")
+        write_stdout(json.dumps(report.to_json(), indent=1, sort_keys=False) + "\n")
     else:
-        print(f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}")
-        for check in report.checks:
-            print(f"  {_MARK[check.status]}  {check.id}: {check.reason}")
-    return 1 if report.failed else 0
+        lines = [f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}"]
+        lines += [f"  {_MARK[check.status]}  {check.id}: {check.reason}" for check in report.checks]
+        write_stdout("\n".join(lines) + "\n")
+    return exit_status_of(report.to_json())
 
 
 def keep(report, directory: Path, metrics_dir: Path | None) -> None:

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from verify.commands import write_stdout
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines
 from verify.ld.process import Analyser
@@ -53,9 +54,9 @@ def run(args) -> int:
     if args.json:
         document = image.to_json()
         document["ldd"] = [line.lstrip("\t") for line in lines]
-        print(json.dumps(document, indent=2))
+        write_stdout(json.dumps(document, indent=2) + "\n")
     else:
-        print("\n".join(lines) if lines else "\tstatically linked")
+        write_stdout(("\n".join(lines) if lines else "\tstatically linked") + "\n")
         for finding in image.findings:
             print(f"verify ldd: {finding.message}", file=sys.stderr)
     return 0 if image.ok else 1

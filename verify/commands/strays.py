@@ -5,9 +5,9 @@ bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database, or a release
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from verify.commands import write_result
 from verify.debian.dpkg import DpkgDatabaseError
 from verify.debian.strays import StraysReport, find_strays
 from verify.stack.rocm_release import UnknownRelease, newest_release, rocm_release
@@ -62,9 +62,5 @@ def run(args: argparse.Namespace) -> int:
     except DpkgDatabaseError as error:
         print(f"strays: {error}", file=sys.stderr)
         return 2
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(format_text(report))
+    write_result(args.json, report.to_json, lambda: format_text(report))
     return 1 if report.strays else 0

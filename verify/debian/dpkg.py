@@ -6,6 +6,8 @@ arch qualifiers, Multi-Arch, versioned and virtual Provides), and read a package
 
 What it does not do: validate the database the way dpkg would, read `available`, triggers or diversions, or resolve
 anything apt would (candidates, pinning). Paths are taken relative to a root so an image can be read (`--root`).
+Files are read through verify/safe_read.py — regular files only, never blocking, each up to a size no real database
+comes near (`MAX_STATUS`, `MAX_LIST`) — and, in an image, without following a final symlink out of it.
 """
 
 from __future__ import annotations
@@ -15,10 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify.debian.debversion import satisfies
+from verify.safe_read import read_text
 
 STATUS_FILE = "var/lib/dpkg/status"
 INFO_DIR = "var/lib/dpkg/info"
 APT_EXTENDED_STATES = "var/lib/apt/extended_states"
+# A desktop's status file is a few MB, the longest file list (a TeX Live documentation package) about 10 MB.
+MAX_STATUS = 128 << 20
+MAX_LIST = 64 << 20
 
 # dpkg package states whose files are on disk. A package in any of these can be mapped by the loader and needs its
 # dependencies, so it counts; "config-files" (removed, only conffiles left) and "not-installed" do not.
@@ -156,7 +162,7 @@ def parse_status(text: str) -> tuple[DpkgPackage, ...]:
 def read_status(root: str | Path = "/") -> tuple[DpkgPackage, ...]:
     path = Path(root) / STATUS_FILE
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_text(path, MAX_STATUS, errors="replace", follow=_follow(root))
     except FileNotFoundError:
         raise DpkgDatabaseError(f"{path}: no dpkg status file — is {root} the root of a Debian/Ubuntu system?") from None
     except OSError as error:
@@ -237,7 +243,7 @@ def file_list(root: str | Path, package: DpkgPackage) -> tuple[str, ...] | None:
     info = Path(root) / INFO_DIR
     for candidate in (info / f"{package.name}:{package.architecture}.list", info / f"{package.name}.list"):
         try:
-            text = candidate.read_text(encoding="utf-8", errors="surrogateescape")
+            text = read_text(candidate, MAX_LIST, errors="surrogateescape", follow=_follow(root))
         except FileNotFoundError:
             continue
         return tuple(line for line in text.splitlines() if line)
@@ -248,7 +254,7 @@ def auto_installed(root: str | Path = "/") -> frozenset[str]:
     """name:arch of the packages apt marked as automatically installed (pulled in as a dependency). Empty when
     apt has no record (dpkg-only systems, images)."""
     try:
-        text = (Path(root) / APT_EXTENDED_STATES).read_text(encoding="utf-8", errors="replace")
+        text = read_text(Path(root) / APT_EXTENDED_STATES, MAX_STATUS, errors="replace", follow=_follow(root))
     except OSError:
         return frozenset()
     marked = set()
@@ -257,3 +263,8 @@ def auto_installed(root: str | Path = "/") -> frozenset[str]:
         if fields.get("Auto-Installed", "").strip() == "1" and "Package" in fields:
             marked.add(f"{fields['Package'].strip()}:{fields.get('Architecture', '').strip()}")
     return frozenset(marked)
+
+
+def _follow(root: str | Path) -> bool:
+    """On this system a symlinked database file is followed as dpkg would; in an image it would lead out of it."""
+    return str(root) in ("", "/")

@@ -218,7 +218,7 @@ def _libraries(view: FileSystemView, paths: tuple[str, ...], sonames: frozenset[
         if os.path.islink(on_disk) or not os.path.isfile(on_disk):
             continue
         try:
-            soname = read_elf(path, opened_path=on_disk).soname
+            soname = read_elf(path, opened_path=on_disk, follow=False).soname
             found.append(SharedLibrary(path, soname, rocm_7_2_soname=soname in sonames))
         except ElfError as error:
             found.append(SharedLibrary(path, None, error.reason))

@@ -6,6 +6,11 @@ symbol hash tables, which costs tens of milliseconds on torch's 0.4–1.3 GB lib
 (and a file whose section headers are stripped or cut off still loads). So this module uses pyelftools' struct
 definitions (`ELFStructs` + `struct_parse`) on just those few byte ranges: the cost does not grow with file size.
 
+Every file is hostile input (this runs as root on workstations): files are opened through verify/safe_read.py
+(regular files only, never blocking) and every read is bounded by the file's real size *and* by a limit no real file
+comes near (program headers by their 16-bit count, PT_INTERP by PATH_MAX, PT_DYNAMIC by `MAX_DYNAMIC`, strings by
+64 KiB): a sparse file claiming a terabyte of dynamic section is an ElfError naming it, not a MemoryError.
+
 What it does not do: relocations, symbols, versions, notes — the linkage analysis only needs names and paths.
 """
 
@@ -22,6 +27,8 @@ from elftools.construct import ConstructError
 from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION, ENUM_P_TYPE_BASE
 from elftools.elf.structs import ELFStructs
 
+from verify.safe_read import NotRegularFile, open_regular
+
 ELF_MAGIC = b"\x7fELF"
 EM_X86_64 = ENUM_E_MACHINE["EM_X86_64"]
 EM_386 = ENUM_E_MACHINE["EM_386"]
@@ -32,16 +39,21 @@ _PT_DYNAMIC = ENUM_P_TYPE_BASE["PT_DYNAMIC"]
 _PT_INTERP = ENUM_P_TYPE_BASE["PT_INTERP"]
 _HEAD = 4096  # one read covers the ELF header and the program headers of nearly every file
 _MAX_STRING = 64 * 1024  # longer NEEDED/RPATH strings than this are not real
+_MAX_INTERP = 4096  # PATH_MAX: the kernel refuses a longer PT_INTERP
+# A real dynamic section has tens of entries (torch's largest libraries: under 60, 16 bytes each); glibc reads it up
+# to DT_NULL. 1 MiB is 65,536 entries: more is a corrupt or hostile file, not something to read into memory.
+MAX_DYNAMIC = 1 << 20
 
 
 class ElfError(Exception):
     """The file cannot be read as ELF the way the loader needs; the message is one line naming the file."""
 
-    def __init__(self, path: str, reason: str, head: bytes = b""):
+    def __init__(self, path: str, reason: str, head: bytes = b"", *, not_regular: bool = False):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
         self.head = head  # the first bytes read (up to 64), so the loader model can apply glibc's own checks
+        self.not_regular = not_regular  # a FIFO, a device … : never opened for reading (verify/safe_read.py)
 
 
 @dataclass(frozen=True)
@@ -102,17 +114,22 @@ def _number(value, table: dict) -> int:
     return value if isinstance(value, int) else table[value]
 
 
-def read_elf(path: str, *, opened_path: str | None = None) -> ElfInfo:
+def read_elf(path: str, *, opened_path: str | None = None, follow: bool = True) -> ElfInfo:
     """Read `opened_path` (default `path`) and report it as `path` (with --root the two differ).
 
+    `follow=False`: `opened_path` is already resolved (inside an image), a symlink there is refused, not followed.
     Raises ElfError for anything that is not a readable ELF file with sane program headers and dynamic section.
     """
     real = opened_path or path
     try:
-        with open(real, "rb", buffering=0) as stream:  # exact reads at a few offsets: no buffer to fill
+        with open_regular(real, follow=follow) as stream:  # unbuffered: exact reads at a few offsets
             return _parse(path, stream)
     except ElfError:
         raise
+    except NotRegularFile as error:
+        if error.kind == "a directory":
+            raise ElfError(path, "is a directory, not an ELF file", not_regular=True) from None
+        raise ElfError(path, f"is {error.kind}, not a regular file", not_regular=True) from None
     except IsADirectoryError:
         raise ElfError(path, "is a directory, not an ELF file") from None
     except FileNotFoundError:
@@ -165,7 +182,7 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
             elif p_type == _PT_DYNAMIC and dynamic is None:
                 dynamic = (p_offset, p_filesz)
             elif p_type == _PT_INTERP and interp is None:
-                raw = _read_at(stream, head, p_offset, p_filesz, path, "PT_INTERP")
+                raw = _read_at(stream, head, p_offset, p_filesz, path, "PT_INTERP", limit=_MAX_INTERP)
                 interp = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
 
     fields = dict(
@@ -189,7 +206,7 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
 
 def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path: str) -> dict:
     offset, size = dynamic
-    raw = _read_at(stream, head, offset, size, path, "PT_DYNAMIC")
+    raw = _read_at(stream, head, offset, size, path, "PT_DYNAMIC", limit=MAX_DYNAMIC)
     needed: list[int] = []
     last: dict[int, int] = {}  # glibc keeps the last entry of each tag in l_info[]
     for tag, value in _dynamic_entries(raw, structs):
@@ -266,13 +283,17 @@ def _vaddr_to_offset(vaddr: int, loads, path: str) -> int:
     raise ElfError(path, f"DT_STRTAB address {vaddr:#x} is in no PT_LOAD segment (corrupt)")
 
 
-def _read_at(stream, head: bytes, offset: int, size: int, path: str, what: str) -> bytes:
+def _read_at(stream, head: bytes, offset: int, size: int, path: str, what: str, limit: int | None = None) -> bytes:
     if offset + size <= len(head):
         return head[offset : offset + size]
     # Sizes come from the file: a corrupt one (p_filesz = 2**60) must be an ElfError, not a MemoryError from
-    # allocating the read buffer, so check against the file's real size first.
+    # allocating the read buffer, so check against the file's real size first — and against a bound no real file
+    # comes near, since a sparse file can really be a terabyte long and still cost no disk.
     if offset + size > os.fstat(stream.fileno()).st_size:
         raise ElfError(path, f"{what} at offset {offset:#x} (+{size} bytes) runs past the end of the file (truncated)")
+    if limit is not None and size > limit:
+        raise ElfError(path, f"{what} at offset {offset:#x} claims {size} bytes, more than any real one "
+                             f"(limit {limit} bytes): corrupt or hostile, not read")
     stream.seek(offset)
     data = stream.read(size)
     if len(data) != size:

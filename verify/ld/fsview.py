@@ -9,6 +9,9 @@ Two kinds of path meet here: an *image path* is what the analysed system calls a
 a root), a *local path* is where that file opens on this machine (`DIR/opt/rocm-7.2.4/lib/…`). Every translation
 between them is a method of this class — `host_path`/`local` (image → local), `real_path` (image → canonical image
 path), `image_path` (local → image) — and `verify check` makes one view per run and passes it along.
+
+Files are opened through verify/safe_read.py (regular files only, never blocking; under a root, the already resolved
+path is opened without following a link, which would leave the image), and listings count against its time limit.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import stat as stat_module
 from pathlib import Path, PurePosixPath
 
 from verify.ld.elf import ElfError, ElfInfo, read_elf
+from verify.safe_read import listdir
 
 _MAX_LINKS = 40  # like the kernel's ELOOP limit
 
@@ -128,7 +132,7 @@ class FileSystemView:
                 st = os.stat(host)
                 names = self._listings_by_inode.get((st.st_dev, st.st_ino))
                 if names is None:
-                    names = self._listings_by_inode[st.st_dev, st.st_ino] = frozenset(os.listdir(host))
+                    names = self._listings_by_inode[st.st_dev, st.st_ino] = frozenset(listdir(host))
             except OSError:
                 names = None
         self._listings[directory] = names
@@ -184,7 +188,7 @@ class FileSystemView:
                 cached = ElfError(path, "is a directory, not an ELF file")
             else:
                 try:
-                    cached = read_elf(path, opened_path=self.host_path(path))
+                    cached = read_elf(path, opened_path=self.host_path(path), follow=self.is_host)
                 except ElfError as error:
                     cached = error
             self._elf[key] = cached

@@ -14,6 +14,9 @@ first ordinary entry ends the search unless a glibc-hwcaps entry was already cho
 When a system has no cache at all, glibc searches only the system directories. `read_ld_so_conf` is a fallback for
 images where ldconfig never ran: it lists the directories ldconfig *would* put into the cache, and the resolver labels
 what it finds there "ld.so.conf" so nobody mistakes it for the loader's own behaviour.
+
+Both files are read through verify/safe_read.py: regular files only, never blocking, at most `MAX_CACHE` /
+`MAX_CONF` bytes (a real cache is a few hundred KiB; glibc's own loader maps whatever is there).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import struct
 from dataclasses import dataclass
 
 from verify.ld.platform import HWCAP_PLATFORM_MASK, HWCAP_TLS, LoaderPlatform
+from verify.safe_read import read_bytes, read_text
 
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 OLD_MAGIC = b"ld.so-1.7.0"
@@ -33,6 +37,8 @@ HWCAP_EXTENSION = 1 << 62
 ISA_LEVEL_MASK = 0x3FF  # DL_CACHE_HWCAP_ISA_LEVEL_MASK (x86)
 _HEADER = struct.Struct("<20sIIB3xI12x")
 _ENTRY = struct.Struct("<iIIIQ")
+MAX_CACHE = 64 << 20
+MAX_CONF = 1 << 20
 
 
 class LdCacheError(Exception):
@@ -167,11 +173,11 @@ def _hwcaps_names(base: bytes, offset: int) -> list[str]:
     return []
 
 
-def read_ld_cache(host_path: str, shown_path: str = "/etc/ld.so.cache") -> LdCache | None:
-    """The cache at `host_path` (reported as `shown_path`), or None when there is none."""
+def read_ld_cache(host_path: str, shown_path: str = "/etc/ld.so.cache", *, follow: bool = True) -> LdCache | None:
+    """The cache at `host_path` (reported as `shown_path`), or None when there is none. `follow=False`: `host_path`
+    is resolved already (inside an image), a symlink there is refused."""
     try:
-        with open(host_path, "rb") as handle:
-            data = handle.read()
+        data = read_bytes(host_path, MAX_CACHE, follow=follow)
     except FileNotFoundError:
         return None
     except OSError as error:
@@ -194,8 +200,7 @@ def _read_conf(conf: str, to_host, seen: list[str], depth: int) -> None:
     if depth > 16:  # an include loop
         return
     try:
-        with open(to_host(conf), encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
+        lines = read_text(to_host(conf), MAX_CONF, errors="replace").splitlines()
     except OSError:
         return
     for line in lines:

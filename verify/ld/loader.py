@@ -573,6 +573,8 @@ class Loader:
         head = error.head
         if "is a directory" in error.reason:
             return "cannot read file data (it is a directory)"
+        if error.not_regular:  # a FIFO (glibc would wait on it for ever), a device, a socket: never read here
+            return error.reason
         if len(head) < _ELF64_EHDR_SIZE:
             return "file too short"
         if head[:4] != b"\x7fELF":

@@ -24,6 +24,7 @@ from functools import cached_property
 from itertools import product
 
 from verify.ld.elf import EM_X86_64
+from verify.safe_read import read_bytes, read_text
 
 HWCAP_X86_64 = 1 << 1  # sysdeps/x86/dl-hwcap.h
 HWCAP_X86_AVX512_1 = 1 << 2
@@ -117,15 +118,14 @@ class CpuFacts:
 
 def read_cpu(cpuinfo: str = "/proc/cpuinfo") -> CpuFacts:
     vendor, flags = "", frozenset()
-    with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "vendor_id" and not vendor:
-                vendor = value.strip()
-            elif key == "flags":
-                flags = frozenset(value.split())
-                break
+    for line in read_text(cpuinfo, 16 << 20, errors="replace").splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "vendor_id" and not vendor:
+            vendor = value.strip()
+        elif key == "flags":
+            flags = frozenset(value.split())
+            break
     return CpuFacts(vendor, flags)
 
 
@@ -171,8 +171,10 @@ def glibc_version_of(root: str, fs=None) -> tuple[int, int] | None:
                       "/usr/lib64/libc.so.6"):
         real = fs.host_path(candidate) if fs else os.path.join(root, candidate.lstrip("/"))
         if real and os.path.isfile(real):
-            with open(real, "rb") as handle:
-                found = re.search(rb"release version (\d+)\.(\d+)", handle.read())
+            try:
+                found = re.search(rb"release version (\d+)\.(\d+)", read_bytes(real, 64 << 20, follow=fs is None))
+            except OSError:
+                continue
             if found:
                 return int(found.group(1)), int(found.group(2))
     return None

@@ -48,7 +48,7 @@ class Analyser:
         self.conf_dirs: tuple[str, ...] | None = None
         host_cache = self.fs.host_path(cache_path)
         try:
-            self.cache = read_ld_cache(host_cache, cache_path) if host_cache else None
+            self.cache = read_ld_cache(host_cache, cache_path, follow=self.fs.is_host) if host_cache else None
         except LdCacheError as error:
             # glibc ignores a cache it cannot use and searches the system directories.
             self.setup_findings.append(m.Finding(cache_path, str(error)))

@@ -4,10 +4,12 @@ A result is the static report of one hook run and the drift from the result befo
 
     {"kind": "rocm-fleet.apt-hook-result", "version": 1, "checked_at": "…", "report": {…}, "drift": {…} | null}
 
-`last.json` is replaced by every run, `last-pass.json` by every run whose report did not fail. Files are replaced
-atomically, so a reader (or the next run after a hook killed halfway) never sees half a file. A file that is not a
-result — corrupt, another program's, a format this version does not read — raises StateError with one line; the
-hook reports it and the next result replaces it, so the hook never gets stuck on its own state.
+`last.json` is replaced by every run, `last-pass.json` by every run whose report proves a pass (report.py
+`judge_report`, the rule the controller applies too). Files are read as regular files only, never through a symlink, at
+most `MAX_STATE` bytes (verify/safe_read.py), and replaced atomically, so a reader (or the next run after a hook killed
+halfway) never sees half a file. A file that is not a result — corrupt, another program's, a format this version does
+not read — raises StateError with one line; the hook reports it and the next result replaces it, so the hook never gets
+stuck on its own state.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from verify.report.report import Report, ReportError
+from verify.safe_read import read_text
 
 KIND = "rocm-fleet.apt-hook-result"
 VERSION = 1
 DEFAULT_DIR = "/var/lib/rocm-fleet/apt-hook"
 LAST = "last.json"
 LAST_PASS = "last-pass.json"
+MAX_STATE = 64 << 20  # a result is a report of some 100 KiB
 
 
 class StateError(Exception):
@@ -88,7 +92,7 @@ class HookState:
     @staticmethod
     def _read(path: Path) -> HookResult | None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path, MAX_STATE, follow=False)
         except (FileNotFoundError, NotADirectoryError):  # nothing recorded (an unusable directory: record() says so)
             return None
         except (OSError, UnicodeDecodeError) as error:

@@ -42,6 +42,7 @@ class KeptResult:
     source: str  # a key of kept_files.KEPT
     checked_at: str  # "2026-12-01T17:00:00Z", as the host's clock said
     report: Report
+    path: str = ""  # where the host keeps it
 
     @property
     def label(self) -> str:
@@ -94,24 +95,24 @@ def kept_result(source: str, entry: Any) -> KeptResult | Unusable | None:
     except ValueError as error:
         return Unusable(source, path, f"not JSON: {error}")
     try:
-        return _result(source, document)
+        return _result(source, document, path)
     except ReportError as error:
         return Unusable(source, path, str(error))
 
 
-def _result(source: str, document: Any) -> KeptResult:
+def _result(source: str, document: Any, path: str) -> KeptResult:
     if not isinstance(document, Mapping):
         raise ReportError("not a JSON object")
     if document.get("kind") == REPORT_KIND:
         report = Report.from_json(document)
-        return KeptResult(source, report.generated_at, report)
+        return KeptResult(source, report.generated_at, report, path)
     wanted = WRAPPED.get(source)
     if wanted is None or document.get("kind") != wanted:
         raise ReportError(f"kind {document.get('kind')!r} is not a report"
                           + (f" nor a {wanted!r}" if wanted else ""))
     report = Report.from_json(document.get("report"))
     checked_at = document.get("checked_at")
-    return KeptResult(source, checked_at if isinstance(checked_at, str) else report.generated_at, report)
+    return KeptResult(source, checked_at if isinstance(checked_at, str) else report.generated_at, report, path)
 
 
 def kept_results(answer: Any) -> tuple[dict[str, KeptResult], list[Unusable], float | None]:

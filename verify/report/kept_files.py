@@ -5,14 +5,15 @@ input, and replacing one without a reader ever seeing half of it.
     /var/lib/rocm-fleet/apt-hook/last.json       the apt hook's last result (verify/report/hook_state.py)
     /var/lib/rocm-fleet/boot-check/last.json     the boot-time check's last result, where a host has one
 
-`read_kept_files(root)` reads each of them the same way: the path is opened with O_NOFOLLOW (a symlink planted in
-its place is reported, not followed), only a regular file is read (a FIFO or a device is never opened for reading,
-so it cannot block), at most READ_LIMIT bytes. It returns plain data — contents as text, or one line saying why there
-are none — and parses nothing: the typed readers (verify/report/kept.py, `Report.from_json`) judge the contents.
+`read_kept_files(root)` reads each of them through verify/safe_read.py (regular files only, never blocking, at most
+READ_LIMIT bytes) without following a symlink planted in its place, and says the host's name and time. It returns
+plain data — contents as text, or one line saying why there are none — and parses nothing: the typed readers
+(verify/report/kept.py, `Report.from_json`, `judge_report`) judge the contents.
 
-This module imports only the standard library and nothing of the verifier, because it also runs alone: the status
-task (roles/status) sends its source to a host as `python3 -I -S -c SOURCE`, so reading a host's state needs no
-upload and works whatever verifier version the host has. Run so, `main()` prints one JSON document.
+This module and verify/safe_read.py import only the standard library, because they also run alone: the status task
+(roles/status) sends both sources to a host for its own `python3 -I -S` (verify/api.py `KEPT_READER_SOURCES`), so
+reading a host's state needs no upload and works whatever verifier version the host has; `main()` prints one JSON
+document.
 
 `replace_file(directory, name, text)` writes under a private, unpredictable name in the same directory (created
 O_EXCL and O_NOFOLLOW relative to the directory, which is itself opened O_NOFOLLOW) and renames it over `name`: a
@@ -26,9 +27,11 @@ import errno
 import json
 import os
 import secrets
-import stat
+import socket
 import sys
 import time
+
+from verify.safe_read import read_bytes
 
 STATE_ROOT = "/var/lib/rocm-fleet"
 # source → path under the state root. The sources' names are what the status summary and the metrics call them.
@@ -41,65 +44,20 @@ VERIFY_REPORT = KEPT["verification"]
 READ_LIMIT = 4 * 1024 * 1024  # a full report, strays' evidence included, is about 15 kB
 
 
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def read_regular(path: str, limit: int = READ_LIMIT) -> tuple[bytes, os.stat_result]:
-    """At most `limit` bytes of the regular file at `path`, and its stat. OSError (with a one-line message) for a
-    symlink, anything not a regular file, or a file larger than `limit`."""
-    try:
-        # O_PATH opens nothing for reading: a FIFO is not waited on. O_NOFOLLOW: a symlink is looked at, not followed.
-        probe = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as error:
-        raise OSError(error.errno, f"{path}: {error.strerror}") from None
-    try:
-        info = os.fstat(probe)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, f"{path} is {_kind(info.st_mode)}, not a regular file: not read")
-        if info.st_size > limit:
-            raise OSError(errno.EFBIG, f"{path} is {info.st_size} bytes, more than the {limit} read: not read")
-        # The same inode, through the O_PATH descriptor: a file swapped for a FIFO meanwhile is not opened.
-        fd = os.open(f"/proc/self/fd/{probe}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    finally:
-        os.close(probe)
-    try:
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"{path} grew past the {limit} bytes read: not read")
-    return data, info
-
-
 def read_kept_files(root: str = STATE_ROOT, limit: int = READ_LIMIT) -> dict:
-    """{"now": host time, "files": {source: {"path", "text", "mtime"} | {"path", "missing": True} | {"path", "error"}}}
-    for every source in KEPT. Never raises for a file: what cannot be read is an "error" line."""
+    """{"hostname", "now", "files": {source: {"path", "text"} | {"path", "missing": True} | {"path", "error"}}} for
+    every source in KEPT. Never raises for a file: what cannot be read is an "error" line."""
     files = {}
     for source, relative in KEPT.items():
         path = os.path.join(root, relative)
         try:
-            data, info = read_regular(path, limit)
-            files[source] = {"path": path, "text": data.decode("utf-8", "replace"), "mtime": info.st_mtime}
-        except FileNotFoundError:
-            files[source] = {"path": path, "missing": True}
+            files[source] = {"path": path, "text": read_bytes(path, limit, follow=False).decode("utf-8", "replace")}
         except OSError as error:
             if error.errno in (errno.ENOENT, errno.ENOTDIR):
                 files[source] = {"path": path, "missing": True}
-            else:
-                files[source] = {"path": path, "error": str(error.strerror or error)}
-    return {"now": time.time(), "files": files}
+            else:  # safe_read's words: "a symbolic link (not followed here), not a regular file", "a FIFO …"
+                files[source] = {"path": path, "error": f"{path}: {error.strerror or error}"}
+    return {"hostname": socket.gethostname(), "now": time.time(), "files": files}
 
 
 def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str:
@@ -126,8 +84,9 @@ def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str
     return os.path.join(directory, name)
 
 
-def main() -> int:
-    json.dump(read_kept_files(sys.argv[1] if len(sys.argv) > 1 else STATE_ROOT), sys.stdout)
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    json.dump(read_kept_files(argv[0] if argv else STATE_ROOT), sys.stdout)
     sys.stdout.write("\n")
     return 0
 

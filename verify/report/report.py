@@ -8,13 +8,23 @@ The report's verdict is the worst status; its reason is the reason of the first 
 report of a schema version this checkout reads, and gives typed access to the parts readers look at — the facts the
 fleet summary shows, each check, and the evidence of the linkage and strays checks (`linkage()`, `strays()`).
 
-This module only shapes data; it runs nothing and reads no files (except the schema, on request).
+`judge_report` is the one rule for *whether a report proves a host passed*, used wherever that is decided — the
+controller (roles/verification), its report history, the fleet summary, the demo's verdict, the apt hook's state, and
+`verify check`'s own exit status (`exit_status_of`); `Report.judge()` and `Report.passed` apply it to a Report. A
+report proves a pass only when it matches report_schema.json (verify/report/schema_check.py), its verdict is pass or
+warn, no check failed, the verdict is the one its checks give, every check the verifier always runs is there, and —
+where the caller knows them — it answers the question asked of this host (request, host name) and the verifier's exit
+status is the one its verdict documents (0 for pass and warn, 1 for fail). Anything else is either an honest fail (a
+trustworthy report whose verdict is fail) or proves nothing, with one line saying what was wrong and what to do.
+
+This module only shapes and judges data; it runs nothing and reads no files (except the schema, on request).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import MISSING, dataclass, field, fields, replace
+from functools import cached_property, lru_cache
 from typing import Any, Iterable, Mapping
 
 from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
@@ -209,11 +219,15 @@ class Report:
     # The document a report was read from: written back as it was read (a newer verifier's extra fields included).
     document: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
-    @property
+    def judge(self, **known: Any) -> Judgement:
+        """`judge_report` of this report's document (`known`: the exit status, host name and request, when known)."""
+        return judge_report(self.to_json(), **known)
+
+    @cached_property
     def passed(self) -> bool:
-        """Verdict pass or warn: what the controller and the apt hook keep as a host's last passing report, the
-        baseline its drift is stated from."""
-        return self.verdict in (PASS, WARN)
+        """It proves a pass by the one rule, as far as the report alone can tell (judge() with what else is known):
+        what the controller and the apt hook keep as a host's last passing report, the baseline of its drift."""
+        return self.judge().passed
 
     @property
     def failed(self) -> bool:
@@ -309,11 +323,130 @@ def _check(data: Any) -> CheckResult:
 
 
 def verdict_of(checks: Iterable[CheckResult]) -> str:
+    return _worst(check.status for check in checks)
+
+
+# The checks every report has (verify/checks/registry.py always runs them): without them a report proves nothing.
+STATIC_CHECK_IDS = ("linkage.static", "versions.rocm", "versions.torch", "versions.bitsandbytes", "strays")
+# … and a report that is not static-only and passes has the runtime ones too (a failing one may stop at
+# runtime.torch: the probe did not run or import torch failed), and at least one NF4 run ("nf4" or "nf4.<device>").
+RUNTIME_CHECK_IDS = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.maps")
+EXIT_STATUS = {PASS: 0, WARN: 0, FAIL: 1}  # what `verify check` exits with for each verdict (README, check.py)
+IN_PROCESS = "in-process"  # judge_report(exit_status=IN_PROCESS): the report was not read from a verifier process
+RERUN_FIX = ("run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
+             "the verifier on the host is damaged or not this checkout's")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Whether a report proves the host passed. `problem` (one line, with `fix`) when the report proves nothing."""
+
+    passed: bool
+    problem: str | None = None
+    fix: str | None = None
+
+    @property
+    def trustworthy(self) -> bool:
+        """The report is a real answer of this verifier to the question asked (pass or fail)."""
+        return self.problem is None
+
+    def line(self) -> str:
+        return f"{self.problem} — {self.fix}" if self.problem else ""
+
+
+def exit_status_of(report: Mapping[str, Any]) -> int:
+    """The exit status `verify check` documents for the report's verdict."""
+    return EXIT_STATUS.get(report.get("verdict"), 1)
+
+
+def judge_report(
+    report: Any,
+    *,
+    exit_status: int | str | None = IN_PROCESS,
+    hostname: str | None = None,
+    request: Mapping[str, Any] | None = None,
+) -> Judgement:
+    """The one rule (see the module docstring). `exit_status`: the verifier's, None when it never came, IN_PROCESS
+    when there was no verifier process (the apt hook's own report, a report kept on disk). `hostname`, `request`: what
+    the host says its name is and what was asked of it, when the caller knows."""
+    error = _schema_validator().first_error(report)
+    if error is not None:
+        return Judgement(False, f"the report does not match verify/report/report_schema.json ({error})", RERUN_FIX)
+    statuses = [check["status"] for check in report["checks"]]
+    verdict, worst = report["verdict"], _worst(statuses)
+    if verdict != worst:
+        odd = next((c for c in report["checks"] if c["status"] == worst), None)
+        because = f"check {odd['id']} is {worst}" if odd else "no check has that status"
+        return Judgement(False, f"the report's verdict {verdict!r} is not what its checks give ({worst!r}: {because})",
+                         RERUN_FIX)
+    ids = [check["id"] for check in report["checks"]]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        return Judgement(False, f"the report lists check(s) {', '.join(twice)} more than once", RERUN_FIX)
+    required = _required_checks(report)
+    missing = [i for i in required if i not in ids]
+    if missing:
+        return Judgement(False, f"the report lacks check(s) {', '.join(missing)} that the verifier always runs",
+                         RERUN_FIX)
+    # Only the maps comparison may be skipped (nothing to compare); a pass resting on a skipped check is no pass.
+    skipped = [c["id"] for c in report["checks"] if c["status"] == SKIP and c["id"] in required
+               and c["id"] != "runtime.maps"]
+    if skipped and verdict != FAIL:
+        return Judgement(False, f"the report passes with check(s) {', '.join(skipped)} skipped", RERUN_FIX)
+    if request is not None:
+        asked = report["request"]
+        wrong = [f"{key} {asked.get(key)!r} (asked {value!r})" for key, value in request.items()
+                 if not _same(asked.get(key), value)]
+        if wrong:
+            return Judgement(False, f"the report answers another question: {', '.join(wrong)}", RERUN_FIX)
+    if hostname is not None and report["host"]["hostname"] != hostname:
+        return Judgement(False, f"the report is from host {report['host']['hostname']!r}, this host says it is "
+                                f"{hostname!r}", "check this host's address in the inventory, then " + RERUN_FIX)
+    if exit_status != IN_PROCESS:
+        documented = EXIT_STATUS[verdict]
+        if exit_status is None:
+            return Judgement(False, "the verifier's exit status never came back (it or the connection died before "
+                                    "the end)", RERUN_FIX)
+        if exit_status != documented:
+            return Judgement(False, f"the verifier exited {exit_status}, but a {verdict!r} report means exit "
+                                    f"{documented}", RERUN_FIX)
+    return Judgement(verdict in (PASS, WARN))
+
+
+def report_passed(report: Any, **known: Any) -> bool:
+    """`judge_report(report, **known).passed`: what the controller and the apt hook keep as a host's last passing
+    report, the baseline its drift is stated from."""
+    return judge_report(report, **known).passed
+
+
+def _worst(statuses: Iterable[str]) -> str:
     worst = PASS
-    for check in checks:
-        if SEVERITY[check.status] > SEVERITY[worst]:
-            worst = check.status
+    for status in statuses:
+        if SEVERITY[status] > SEVERITY[worst]:
+            worst = status
     return worst
+
+
+def _required_checks(report: Mapping[str, Any]) -> list[str]:
+    required = list(STATIC_CHECK_IDS)
+    if not report["request"].get("static_only"):
+        required.append(RUNTIME_CHECK_IDS[0])
+        if report["verdict"] != FAIL:
+            required += RUNTIME_CHECK_IDS[1:]
+            if not any(c["id"] == "nf4" or c["id"].startswith("nf4.") for c in report["checks"]):
+                required.append("nf4")
+    return required
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+@lru_cache(maxsize=1)
+def _schema_validator():
+    from verify.report.schema_check import Validator
+
+    return Validator(load_schema())
 
 
 def check_priority(check_id: str) -> int:

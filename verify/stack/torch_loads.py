@@ -19,6 +19,9 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from verify.safe_read import read_text
+from verify.stack.venv_layout import MAX_SOURCE
+
 
 @dataclass(frozen=True)
 class TorchLoads:
@@ -29,7 +32,7 @@ class TorchLoads:
 def _use_global_deps(torch_dir: Path) -> bool:
     """torch._utils_internal.USE_GLOBAL_DEPS (True unless a build changed it)."""
     try:
-        tree = ast.parse((torch_dir / "_utils_internal.py").read_text(encoding="utf-8"))
+        tree = ast.parse(read_text(torch_dir / "_utils_internal.py", MAX_SOURCE, follow=False))
     except (OSError, SyntaxError, ValueError):
         return True
     for node in tree.body:

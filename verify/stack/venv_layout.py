@@ -3,6 +3,9 @@
 `find_venv` checks that a path is a usable venv; `dist_version` reads an installed distribution's version from its
 `.dist-info/METADATA` (what pip recorded, including local labels like `+rocm7.2`); `torch_version_module` reads the
 assignments in `torch/version.py` with `ast` — importing it would import torch.
+
+The venv belongs to another account: its files are read through verify/safe_read.py (regular files only, never
+blocking, bounded) and a symlink in place of METADATA or version.py is not followed (pip writes neither as a link).
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verify.ld.fsview import FileSystemView
+from verify.safe_read import read_text
+
+MAX_METADATA = 16 << 20  # torch's METADATA is about 40 KiB
+MAX_SOURCE = 4 << 20  # torch/version.py is under 1 KiB
 
 
 class VenvError(ValueError):
@@ -53,7 +60,7 @@ def dist_version(site_packages: Path, name: str) -> str | None:
         if _normalize(dist) != wanted:
             continue
         try:
-            metadata = (info / "METADATA").read_text(encoding="utf-8", errors="replace")
+            metadata = read_text(info / "METADATA", MAX_METADATA, errors="replace", follow=False)
         except OSError:
             continue
         for line in metadata.splitlines():
@@ -68,7 +75,7 @@ def torch_version_module(site_packages: Path) -> dict[str, str | None]:
     """The string constants of torch/version.py (`__version__`, `hip`, `cuda`, `rocm`, …); {} when absent."""
     path = site_packages / "torch" / "version.py"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = ast.parse(read_text(path, MAX_SOURCE, follow=False), filename=str(path))
     except (OSError, SyntaxError, ValueError):
         return {}
     values: dict[str, str | None] = {}

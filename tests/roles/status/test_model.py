@@ -31,7 +31,7 @@ def keep(tmp_path, verification=None, hook=None, boot=None) -> dict:
         (root / "boot-check" / "last.json").write_text(json.dumps({
             "kind": "rocm-fleet.boot-check-result", "version": 1, "boot_id": "b", "kernel": "6.8.0-51-generic",
             "previous_kernel": None, "checked_at": at, "report": report.to_json()}))
-    return dict(read_kept_files(str(root)), now=NOW_S)
+    return dict(read_kept_files(str(root)), now=NOW_S, hostname="ws1")
 
 
 def test_the_row_rests_on_the_verification_as_of_its_age_by_the_hosts_clock(tmp_path):
@@ -71,7 +71,7 @@ def test_no_report_kept_is_not_verified_and_an_unusable_file_says_which_and_why(
     assert row_for(nothing).verdict == "NOT VERIFIED"
     answer = keep(tmp_path / "b", verification=report_of("ws3", "pass", at="2026-12-01T17:00:00Z"))
     (tmp_path / "b" / "rocm-fleet" / "apt-hook" / "last.json").write_text("{cut off")
-    answer = dict(read_kept_files(str(tmp_path / "b" / "rocm-fleet")), now=NOW_S)
+    answer = dict(read_kept_files(str(tmp_path / "b" / "rocm-fleet")), now=NOW_S, hostname="ws3")
     row = row_for(outcome_of("ws3", answer))
     assert row.verdict == "NOT VERIFIED"
     assert row.reason.startswith(f"NOT VERIFIED {tmp_path}/b/rocm-fleet/apt-hook/last.json cannot be used (not JSON:")
@@ -87,3 +87,23 @@ def test_a_host_that_could_not_answer_is_a_row_saying_so():
 def test_ages():
     assert [age(s) for s in (5, 60 * 5, 3600 * 3, 86400 * 2)] == ["5 s ago", "5 min ago", "3 h ago", "2 d ago"]
     assert age(-3600) == "in the future (clock skew?)" and age(-30) == "0 s ago"
+
+
+def test_a_kept_report_that_proves_nothing_is_not_taken_for_one(tmp_path):
+    """The verifier's one rule (judge_report) holds for what a host keeps: another host's report copied here, one that
+    answers another question, or one whose verdict its checks do not give, leaves the host NOT VERIFIED, saying so."""
+    report = report_of("ws1", "pass", at="2026-12-01T17:00:00Z")
+    answer = keep(tmp_path / "a", verification=report)
+    copied = row_for(outcome_of("ws1", dict(answer, hostname="ws9")))
+    assert copied.verdict == "NOT VERIFIED"
+    assert "not proven — the report is from host 'ws1', this host says it is 'ws9'" in copied.reason
+    asked = dict(report.to_json()["request"], venv="/srv/other-venv")
+    other = row_for(outcome_of("ws1", answer, request=asked))
+    assert other.verdict == "NOT VERIFIED" and "the report answers another question: venv" in other.reason
+    assert row_for(outcome_of("ws1", answer, request=report.to_json()["request"])).verdict == "PASS"
+    lying = dict(report.to_json(), verdict="pass")
+    lying["checks"] = [dict(c, status="fail") if c["id"] == "strays" else c for c in lying["checks"]]
+    root = tmp_path / "a" / "rocm-fleet"
+    (root / "last-verify.json").write_text(json.dumps(lying))
+    row = row_for(outcome_of("ws1", dict(read_kept_files(str(root)), now=NOW_S, hostname="ws1")))
+    assert row.verdict == "NOT VERIFIED" and "the report's verdict 'pass' is not what its checks give" in row.reason

@@ -240,9 +240,9 @@ def test_metrics_it_cannot_write_are_one_line_and_the_check_still_reports(copy, 
 
 
 def _verification_report() -> dict:
-    from tests.support.reports import built_report
+    from tests.support.report_samples import sample_report
 
-    return built_report().to_json()
+    return sample_report()
 
 
 def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
@@ -274,3 +274,48 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     check_args = check_parser.choices["check"].parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
     assert hook_args.expect_bitsandbytes == check_args.expect_bitsandbytes
     assert hook_args.state_dir == Path(DEFAULT_DIR)
+
+
+BNB_LIBRARY = f"{VENV}/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+    ("chardev", "is a character device, not a regular file"),
+    ("sparse", "claims 1099511627776 bytes, more than any real one (limit 1048576 bytes): corrupt or hostile, "
+               "not read"),
+])
+def test_a_hostile_library_is_a_finding_in_apts_output_not_a_hang(copy, workstation, tmp_path, kind, words):
+    """Issue 9 findings 5 and 6, the hook's side: after every dpkg run it read bitsandbytes' library as root; a FIFO
+    there made every dpkg run wait for the hook's 60 s limit (and then say nothing useful), a sparse ELF claiming a
+    terabyte was a MemoryError. Now the check itself reports the file, in apt's output, and never opens the FIFO."""
+    import os
+
+    from tests.support.hostile_files import fifo_readers, plant
+    from tests.verify.ld.test_elf import _sparse
+
+    if kind == "chardev" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    state = tmp_path / "state"
+    lines(hook(copy, workstation.root, state))  # the baseline: WARN
+    target = workstation.root / BNB_LIBRARY.lstrip("/")
+    if kind == "sparse":
+        _sparse(target.read_bytes(), target, 2, 1 << 40)
+    else:
+        plant(target, kind)
+    with fifo_readers(target) as opened:
+        warning = lines(hook(copy, workstation.root, state))
+    assert opened.count == 0, "the hook opened the FIFO to read it"
+    assert warning[0] == f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {VENV} worse (check now FAIL):"
+    assert warning[-1].startswith(f"{PREFIX} now FAIL: linkage.static: {BNB_LIBRARY}: "), warning[-1]
+    assert words in warning[-1] and "reinstall what ships libbitsandbytes_rocm72.so" in warning[-1], warning[-1]
+    assert json.loads((state / "last-pass.json").read_text())["report"]["verdict"] == "warn"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300", "-1", "never"])
+def test_a_time_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_0(copy, workstation, tmp_path, value):
+    """Issue 9 finding 10: `--time-limit nan` set no limit at all, `inf` and `1e300` ended in an OverflowError."""
+    assert lines(hook(copy, workstation.root, tmp_path / "state", f"--time-limit={value}")) == [
+        f"{PREFIX} not run — argument --time-limit: {value!r} is not a number of seconds from 0 up to 3600; 0 means "
+        "no limit (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"]
+    assert not (tmp_path / "state").exists()

@@ -188,3 +188,91 @@ def test_section_headers_are_never_read(b, tmp_path):
         ELFFile(handle).get_section(1)
     info = read_elf(str(broken))
     assert (info.soname, info.needed[0]) == ("libsh.so", "liba.so")
+
+
+def _sparse(data: bytes, path, p_type: int, size: int):
+    """`data` with the first program header of `p_type` claiming `size` bytes, written as a sparse file long enough
+    to hold them (st_size really is that large; the disk holds only the original bytes)."""
+    import struct
+
+    data = bytearray(data)
+    phoff, phnum = struct.unpack_from("<Q", data, 32)[0], struct.unpack_from("<H", data, 56)[0]
+    for index in range(phnum):
+        if struct.unpack_from("<I", data, phoff + index * 56)[0] == p_type:
+            offset = struct.unpack_from("<Q", data, phoff + index * 56 + 8)[0]
+            struct.pack_into("<Q", data, phoff + index * 56 + 32, size)
+            break
+    else:
+        raise AssertionError(f"no program header of type {p_type}")
+    path.write_bytes(bytes(data))
+    with open(path, "r+b") as handle:
+        handle.truncate(offset + size)
+    return path
+
+
+def _capped_ldd(path) -> subprocess.CompletedProcess:
+    """`verify ldd PATH` with its address space capped at 1 GiB, as a hostile file must never need more."""
+    import resource
+    import sys
+
+    from tests.support.venvs import REPO
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    return subprocess.run([sys.executable, "-m", "verify", "ldd", str(path)], cwd=REPO, preexec_fn=cap,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("size", [1 << 32, 1 << 36, 1 << 40], ids=["4GiB", "64GiB", "1TiB"])
+@pytest.mark.parametrize("segment", ["PT_DYNAMIC", "PT_INTERP"])
+def test_a_sparse_file_claiming_gigabytes_is_a_finding_not_a_memory_error(b, tmp_path, size, segment):
+    """Issue 9 finding 6: a real sparse file (st_size really is 4 GiB … 1 TiB) whose PT_DYNAMIC or PT_INTERP claims
+    all of it. Before the fix the reader allocated the claimed size: a MemoryError traceback (here, under a 1 GiB
+    address-space cap), and gigabytes read as root."""
+    if segment == "PT_DYNAMIC":
+        original = b.lib("d/libsparse.so", soname="libsparse.so", needed=["liba.so"])
+        limit = 1 << 20
+    else:
+        original = b.exe("d/sparse-exe")
+        limit = 4096
+    path = _sparse(original.read_bytes(), tmp_path / f"sparse-{segment}", 2 if segment == "PT_DYNAMIC" else 3, size)
+    assert path.stat().st_size > size and path.stat().st_blocks * 512 < 1 << 20  # really sparse
+    with pytest.raises(ElfError) as caught:
+        read_elf(str(path))
+    assert str(caught.value) == (f"{path}: {segment} at offset {caught.value.reason.split()[3]} claims {size} bytes, "
+                                 f"more than any real one (limit {limit} bytes): corrupt or hostile, not read")
+    done = _capped_ldd(path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [f"verify ldd: {caught.value} (give an ELF executable or shared library)"]
+
+
+def test_a_sparse_library_among_the_dependencies_is_a_finding_of_the_analysis(b, tmp_path):
+    (tmp_path / "lib").mkdir()
+    _sparse(b.lib("d/libsparse.so", soname="libsparse.so").read_bytes(), tmp_path / "lib/libsparse.so", 2, 1 << 36)
+    exe = b.exe("bin/uses-sparse", needed=["libsparse.so"], runpath=str(tmp_path / "lib"))
+    done = _capped_ldd(exe)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "\tlibsparse.so => error: " in done.stdout and "claims 68719476736 bytes" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+    ("chardev", "is a character device, not a regular file"),
+    ("symlink to /dev/zero", "is a character device, not a regular file"),
+    ("socket", "is a socket, not a regular file"),
+    ("directory", "is a directory, not an ELF file"),
+])
+def test_a_file_that_is_not_regular_is_never_read_and_is_one_error(tmp_path, kind, words):
+    """Issue 9 finding 5: a FIFO where a library should be blocked the reader (as root) for ever."""
+    import os
+
+    from tests.support.hostile_files import fifo_readers, plant
+
+    if kind == "chardev" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    path = plant(tmp_path / "libbitsandbytes_rocm72.so", kind)
+    with fifo_readers(path) as opened, pytest.raises(ElfError) as caught:
+        read_elf(str(path))
+    assert opened.count == 0, "the reader opened the FIFO (and would have waited for a writer for ever)"
+    assert str(caught.value) == f"{path}: {words}" and caught.value.not_regular

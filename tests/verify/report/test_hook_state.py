@@ -6,12 +6,15 @@ import json
 
 import pytest
 
-from tests.support.reports import built_report
+from tests.support.report_samples import edited, sample
 from verify.report.hook_state import KIND, HookResult, HookState, StateError
+from verify.report.report import Report, ReportError
 
 
 def report(verdict: str):
-    return built_report(status=verdict)
+    """A static-only report (what the hook checks) with this verdict."""
+    return sample({"pass": {}, "warn": {"strays": "warn"}, "fail": {"linkage.static": "fail"}}[verdict],
+                  static_only=True)
 
 
 def test_a_passing_result_is_kept_as_last_and_as_last_passing(tmp_path):
@@ -46,3 +49,17 @@ def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, content, me
         HookState(tmp_path).last()
     assert str(raised.value).startswith(str(tmp_path / "last.json")) and message in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.update(verdict="pass"),  # a failing check under a passing verdict
+    lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),  # the failing check cut out
+])
+def test_a_report_that_does_not_prove_a_pass_never_becomes_the_last_passing_one(tmp_path, change):
+    state = HookState(tmp_path)
+    state.record(HookResult("t1", report("warn")))
+    state.record(HookResult("t2", Report.from_json(edited(report("fail").to_json(), change))))
+    assert state.last().checked_at == "t2" and state.last_pass().checked_at == "t1"
+    # (a report without a verdict cannot even be read as one: Report.from_json refuses it)
+    with pytest.raises(ReportError):
+        Report.from_json(edited(report("fail").to_json(), lambda r: r.pop("verdict")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from tests.support.reports import built_report
+from tests.support.report_samples import sample
 from verify.report.hook_state import HookResult
 from verify.report.kept import KeptResult, Unusable, kept_result, kept_results, parse_time
 from verify.report.report import FAIL
@@ -16,7 +16,7 @@ def entry(document, path="/var/lib/rocm-fleet/x.json") -> dict:
 
 
 def test_a_kept_report_and_the_results_wrapping_one_are_read_through_the_report_reader():
-    report = built_report()
+    report = sample()
     found = kept_result("verification", entry(report.to_json()))
     assert isinstance(found, KeptResult) and found.report == report and found.checked_at == report.generated_at
     assert found.full and found.label == "verification"
@@ -32,7 +32,7 @@ def test_a_kept_report_and_the_results_wrapping_one_are_read_through_the_report_
 
 
 def test_what_is_not_a_report_is_unusable_with_one_line():
-    report = built_report().to_json()
+    report = sample().to_json()
     cases = {
         "{cut off": "not JSON: ",
         "[]": "not a JSON object",
@@ -46,7 +46,7 @@ def test_what_is_not_a_report_is_unusable_with_one_line():
         assert found.line.startswith("/var/lib/rocm-fleet/x.json cannot be used (")
         assert found.line.endswith("it proves nothing — pyinfra INVENTORY tasks/verify.py replaces it")
     # An apt hook result where the verification's report belongs (and the other way round) is not taken for it.
-    hook = HookResult("2026-12-01T19:00:00Z", built_report()).to_json()
+    hook = HookResult("2026-12-01T19:00:00Z", sample()).to_json()
     assert isinstance(kept_result("verification", entry(hook)), Unusable)
     assert isinstance(kept_result("boot_check", entry(hook)), Unusable)
     # What the host said it could not read.
@@ -56,7 +56,7 @@ def test_what_is_not_a_report_is_unusable_with_one_line():
 
 
 def test_one_hosts_answer():
-    report = built_report(status=FAIL)
+    report = sample({"strays": FAIL})
     results, unusable, now = kept_results({"now": 1764608400.5, "files": {
         "verification": entry(report.to_json()), "apt_hook": entry("nonsense"), "boot_check": {"missing": True}}})
     assert list(results) == ["verification"] and results["verification"].report.verdict == FAIL

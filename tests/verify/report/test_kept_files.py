@@ -1,7 +1,7 @@
 """verify/report/kept_files.py: reading what a host keeps as hostile input, and replacing a kept file in one step.
 
-Real files in a scratch root: regular files, a symlink, a FIFO, a directory, a file too large; the module run alone
-as the status task sends it (the system's bare python3, `-I -S -c SOURCE`, from a directory with no verify/ in it).
+Real files in a scratch root: regular files, a symlink, a FIFO, a directory, a file too large. (The status task's
+program — this module and verify/safe_read.py sent to a host's bare python3 — is run in tests/roles/status/.)
 """
 
 from __future__ import annotations
@@ -9,17 +9,19 @@ from __future__ import annotations
 import ast
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from verify.report import kept_files
-from verify.report.kept_files import KEPT, read_kept_files, read_regular, replace_file
+from verify.api import KEPT_READER_SOURCES
+from verify.report.kept_files import KEPT, read_kept_files, replace_file
 
-SOURCE = Path(kept_files.__file__).read_text(encoding="utf-8")
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _root(tmp_path: Path) -> Path:
@@ -35,10 +37,9 @@ def test_each_kept_file_is_read_or_said_missing(tmp_path):
     answer = read_kept_files(str(root))
     assert set(answer["files"]) == set(KEPT) == {"verification", "apt_hook", "boot_check"}
     verification = answer["files"]["verification"]
-    assert verification["text"] == '{"kind": "x"}' and verification["path"] == f"{root}/last-verify.json"
-    assert verification["mtime"] == os.stat(root / "last-verify.json").st_mtime
+    assert verification == {"path": f"{root}/last-verify.json", "text": '{"kind": "x"}'}
     assert answer["files"]["apt_hook"] == {"path": f"{root}/apt-hook/last.json", "missing": True}
-    assert abs(answer["now"] - __import__("time").time()) < 60
+    assert abs(answer["now"] - time.time()) < 60 and answer["hostname"] == socket.gethostname()
     # No state directory at all: everything missing, nothing raised.
     assert all(e.get("missing") for e in read_kept_files(str(tmp_path / "none"))["files"].values())
 
@@ -50,34 +51,37 @@ def test_a_symlink_a_fifo_a_directory_and_a_huge_file_are_reported_never_followe
     (root / "last-verify.json").symlink_to(secret)
     os.mkfifo(root / "apt-hook" / "last.json")  # opened for reading, it would block for ever
     (root / "boot-check" / "last.json").mkdir()
+    with open(root / "last.json", "wb") as big:  # not a kept file: read_kept_files' limit is tried below
+        big.truncate(101)
     # In a child with a time limit: a reader that opened the FIFO would hang, and the test would fail, not hang.
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", SOURCE, str(root)], capture_output=True, text=True,
-                          timeout=30)
+    done = subprocess.run([sys.executable, "-I", "-c", "import sys; from verify.report.kept_files import main; "
+                           "sys.exit(main(sys.argv[1:]))", str(root)], capture_output=True, text=True, timeout=30,
+                          cwd=REPO)
     files = json.loads(done.stdout)["files"]
-    assert files["verification"]["error"] == f"{root}/last-verify.json is a symlink, not a regular file: not read"
-    assert files["apt_hook"]["error"] == f"{root}/apt-hook/last.json is a FIFO, not a regular file: not read"
-    assert files["boot_check"]["error"].endswith("is a directory, not a regular file: not read")
+    assert files["verification"]["error"] == (f"{root}/last-verify.json: a symbolic link (not followed here), not a "
+                                              "regular file")
+    assert files["apt_hook"]["error"] == (f"{root}/apt-hook/last.json: a FIFO (a named pipe: opening it would block), "
+                                          "not a regular file")
+    assert files["boot_check"]["error"] == f"{root}/boot-check/last.json: a directory, not a regular file"
     assert "secret" not in done.stdout
-    big = tmp_path / "big"
-    big.write_bytes(b"x" * 101)
-    with pytest.raises(OSError, match=r"is 101 bytes, more than the 100 read: not read"):
-        read_regular(str(big), limit=100)
+    (root / "last-verify.json").unlink()
+    (root / "last-verify.json").write_bytes(b"x" * 101)
+    too_large = read_kept_files(str(root), limit=100)["files"]["verification"]["error"]
+    assert too_large == f"{root}/last-verify.json: 101 bytes, more than the 100 bytes any real one has"
 
 
-def test_the_module_runs_alone_with_the_systems_bare_python3(tmp_path):
-    """As the status task runs it: no verify/ on the path, isolated mode, no site — it imports only the stdlib."""
-    python3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-    root = _root(tmp_path)
-    (root / "apt-hook" / "last.json").write_text("{}")
-    done = subprocess.run([python3, "-I", "-S", "-c", SOURCE, str(root)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["files"]["apt_hook"]["text"] == "{}"
-    tree = ast.parse(SOURCE)
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+def test_the_reader_imports_only_the_standard_library():
+    """It is sent to hosts as source, with verify/safe_read.py: nothing else of the verifier may be needed."""
+    names = [name for name, _ in KEPT_READER_SOURCES]
+    assert names == ["verify.safe_read", "verify.report.kept_files"]
+    for name, source in KEPT_READER_SOURCES:
+        tree = ast.parse(source)
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        ours = {module for module in imported if module.split(".")[0] == "verify"}
+        assert ours <= set(names[:names.index(name)]), (name, ours)  # only what is sent before it
+        others = {module.split(".")[0] for module in imported - ours}
+        assert others <= set(sys.stdlib_module_names) | {"__future__"}, (name, others)
 
 
 def test_replace_file_writes_whole_files_readable_by_others_and_leaves_nothing_behind(tmp_path):

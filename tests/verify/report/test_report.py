@@ -10,8 +10,9 @@ from dataclasses import replace
 import jsonschema
 import pytest
 
-from tests.support.reports import FACTS, built_report
-from tests.support.verify_runs import cached_check, torch_cpu_venv
+from tests.support.report_samples import FACTS, edited, sample, sample_report
+from tests.support.standin_rocm import StandinImage
+from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
 from verify.report.report import (
     FAIL,
     PASS,
@@ -24,14 +25,17 @@ from verify.report.report import (
     ReportError,
     StatusLine,
     StraysFacts,
+    exit_status_of,
     headline,
+    judge_report,
     load_schema,
+    report_passed,
     verdict_of,
 )
 
 
 def _report(checks):
-    return built_report(checks).to_json()
+    return sample(checks=checks).to_json()
 
 
 def test_verdict_is_the_worst_status_and_skip_does_not_count():
@@ -81,7 +85,7 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
                    linkage=StatusLine(FAIL, "libhipblas.so.3 not found", "libhipblas.so.3 not found"),
                    strays=StraysFacts(1, ("librocm-smi64-1",), ("librocm-smi64-1",)),
                    nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),))
-    built = replace(built_report([CheckResult("linkage.static", "static linkage", FAIL, "not found",
+    built = replace(sample(checks=[CheckResult("linkage.static", "static linkage", FAIL, "not found",
                                               {"missing": ["libhipblas.so.3 (needed by …) not found"]})]),
                     facts=full)
     document = json.loads(json.dumps(built.to_json()))
@@ -118,3 +122,50 @@ def test_real_reports_match_the_schema():
         assert report is not None, done.stderr
         jsonschema.validate(report, load_schema())
         assert Report.from_json(report).to_json() == report
+
+
+@pytest.mark.slow
+def test_the_rule_holds_the_real_verifiers_reports_to_what_they_say(tmp_path):
+    """verify/report/report.py judge_report on real reports: the torch-cpu venv's (an honest fail, exit 1) and a stand-in
+    workstation image's (passes, exit 0) are trustworthy, with the exit statuses `verify check` really gave."""
+    failing, done = cached_check(torch_cpu_venv(), "--device", "cpu")
+    judged = judge_report(failing, exit_status=done.returncode, hostname=failing["host"]["hostname"])
+    assert judged.trustworthy and not judged.passed and done.returncode == exit_status_of(failing) == 1
+    image = StandinImage(tmp_path / "image")
+    image.torch()
+    image.bitsandbytes()
+    image.system_rocm()
+    passing, code = run_check_root(image.root)
+    judged = judge_report(passing, exit_status=code, request={"static_only": True, "root": str(image.root)})
+    assert judged.trustworthy and judged.passed and code == exit_status_of(passing) == 0
+
+
+def test_a_pass_needs_every_check_the_verifier_runs():
+    assert report_passed(sample_report()) and report_passed(sample_report(static_only=True))
+    assert report_passed(sample_report({"runtime.maps": "skip", "strays": "warn"}))
+    # A failing report may stop at runtime.torch (the probe did not run): it is still an honest fail.
+    early = sample_report({"linkage.static": "fail", "runtime.devices": None, "runtime.bnb_library": None,
+                           "runtime.maps": None, "nf4.cuda0": None})
+    assert judge_report(early).trustworthy and not judge_report(early).passed
+    for missing in ("runtime.devices", "runtime.maps", "strays"):
+        judged = judge_report(sample_report({missing: None}))
+        assert not judged.passed
+        assert judged.problem == f"the report lacks check(s) {missing} that the verifier always runs"
+
+
+def test_the_exit_status_is_checked_only_where_there_was_a_process():
+    warned = sample_report({"strays": "warn"})
+    assert judge_report(warned).passed  # IN_PROCESS: the apt hook's own report, or one kept on disk
+    assert judge_report(warned, exit_status=0).passed
+    assert judge_report(warned, exit_status=1).problem == "the verifier exited 1, but a 'warn' report means exit 0"
+    assert "never came back" in judge_report(warned, exit_status=None).problem
+    failed = sample_report({"nf4.cuda0": "fail"})
+    assert judge_report(failed, exit_status=1).trustworthy
+    assert judge_report(failed, exit_status=0).problem == "the verifier exited 0, but a 'fail' report means exit 1"
+
+
+@pytest.mark.parametrize("document", [None, [], "pass", {"verdict": "pass"},
+                                      edited(sample_report(), lambda r: r.pop("checks"))])
+def test_what_is_not_a_report_never_passes(document):
+    judged = judge_report(document)
+    assert not judged.passed and judged.problem.startswith("the report does not match verify/report/report_schema.json (")

@@ -17,11 +17,10 @@ from roles.debian_packages import InstalledPackage
 from roles.settings import check_data
 from roles.verifier import zipapp_bytes
 from tests.support.drift_images import Workstation
+from tests.support.extra_release import extra_release
 from tests.support.venvs import REPO
 from verify.stack.bnb_library import release_tag
-from verify.stack.rocm_release import RELEASES_DIR, UnknownRelease, forget, known_releases, rocm_release
-
-RELEASES = REPO / "verify" / "stack" / RELEASES_DIR
+from verify.stack.rocm_release import UnknownRelease, known_releases, rocm_release
 
 
 def test_every_release_file_agrees_with_the_rules_it_encodes():
@@ -59,22 +58,15 @@ def test_an_unknown_release_is_refused_naming_the_known_ones(tmp_path: Path):
 
 @pytest.fixture
 def release_7_2_5():
-    """A release file for 7.2.5 where release files live, for one test (removed after it, also when it fails). It
-    differs from 7.2.4 where a test can see it: librocm_smi64.so.1 is not one of its SONAMEs, and AMD's rocminfo for
-    it is 9.9.9."""
-    data = json.loads((RELEASES / "7.2.4.json").read_text())
-    data.update(release="7.2.5", build="70205", amdgpu_driver_release="30.30.5",
-                sonames=[name for name in data["sonames"] if name != "librocm_smi64.so.1"],
-                colliding_packages=[dict(p, amd_component_version="9.9.9") if p["name"] == "rocminfo" else p
-                                    for p in data["colliding_packages"]])
-    path = RELEASES / "7.2.5.json"
-    path.write_text(json.dumps(data, indent=1))
-    forget()
-    try:
+    """A release file for 7.2.5, for one test. It differs from 7.2.4 where a test can see it: librocm_smi64.so.1 is
+    not one of its SONAMEs, and AMD's rocminfo for it is 9.9.9."""
+    known = rocm_release("7.2.4")
+    with extra_release("7.2.5", "70205", amdgpu_driver_release="30.30.5",
+                       sonames=sorted(known.sonames - {"librocm_smi64.so.1"}),
+                       colliding_packages=[{"name": p.name, "evidence": p.evidence, "amd_component_version":
+                                            "9.9.9" if p.name == "rocminfo" else p.amd_component_version}
+                                           for p in known.colliding_packages]) as data:
         yield data
-    finally:
-        path.unlink(missing_ok=True)
-        forget()
 
 
 def _strays(command: list[str], image: Path, release: str) -> dict[str, list[str]]:
