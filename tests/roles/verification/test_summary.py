@@ -189,6 +189,14 @@ def test_a_newer_failing_result_fails_a_passing_host_and_says_where_it_was_seen(
     assert row.reason == f"FAIL strays: {STRAY}" and dict(row.checks)["strays"] == "fail"
 
 
+def test_a_newer_result_with_a_warning_makes_a_passing_host_warn():
+    warned = replace(report_of("ws1", "pass", at="2026-12-01T19:00:00Z"),
+                     checks=tuple(replace(c, status="warn") if c.id == "strays" else c
+                                  for c in report_of("ws1", "pass").checks), verdict="warn")
+    row = row_for(HostOutcome("ws1", VERIFIED, report_of("ws1", "pass"), later=(Later("apt hook", warned),)))
+    assert (row.verdict, row.lead.check) == ("WARN", "strays")
+
+
 def test_a_newer_passing_result_never_clears_a_failing_report():
     row = row_for(HostOutcome("ws1", VERIFIED, report_of("ws1", "no_rocm"), later=(_hook("pass"),)))
     assert row.verdict == "FAIL" and row.lead.check == "linkage.static"
