@@ -7,8 +7,8 @@ When a host's new report arrives — before it replaces reports/<host>.json — 
 (verify/report/drift.py) from the host's baseline: its last passing report when it has one, otherwise the report being
 replaced, so that a host that never passed (the local test fleet: no ROCm, a CPU torch) still shows what changed since
 the previous run. A host's first report has no baseline. A new report that proved a pass (the verification stage
-judged it with verify/report/report.py's rule, exit status and all) becomes the last passing one; a kept last-pass file is a
-baseline only while the same rule still passes it (a file edited or damaged since is not).
+judged it with verify/report/report.py's rule, exit status and all) becomes the last passing one; a kept last-pass
+file is a baseline only while the same rule still passes it (a file edited or damaged since is not).
 
 A baseline that cannot be read or compared is not an error of the run: it is logged, the drift then says nothing,
 and the next passing report replaces the file.

@@ -39,7 +39,7 @@ def imports_of(path: Path, top: Path) -> list[tuple[int, str]]:
                 is_module = (top / Path(*submodule.split("."))).with_suffix(".py").is_file() or \
                     (top / Path(*submodule.split(".")) / "__init__.py").is_file()
                 found.append((node.lineno, submodule if is_module else node.module))
-    return found
+    return list(dict.fromkeys(found))  # `from verify.x import a, b`: one import of verify.x
 
 
 def layer(module: str) -> str:

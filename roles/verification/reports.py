@@ -6,8 +6,8 @@ a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `una
 and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
 succeeds and the judging happens here, with the report in hand.
 
-A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that output,
-one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and the
+A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that
+output, one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and the
 verdict its checks give, the question asked of this host answered (`request`), the host's own name in it, and exit
 status 0. A trustworthy report with verdict fail fails the host with the report's reason; anything else fails it with
 one line saying what was wrong and what to do.

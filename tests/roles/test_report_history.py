@@ -106,8 +106,9 @@ def test_a_baseline_of_another_shape_is_logged_and_gives_no_drift(reports, tmp_p
 
 
 def test_a_last_passing_report_edited_since_is_no_baseline(reports, tmp_path, caplog):
-    """reports/last-pass/<host>.json is kept only while verify/report/report.py's rule still passes it: a report turned into a
-    'pass' by hand (its failing linkage check still in it) is skipped, and the drift is stated from the previous one."""
+    """reports/last-pass/<host>.json is kept only while verify/report/report.py's rule still passes it: a report turned
+    into a 'pass' by hand (its failing linkage check still in it) is skipped, and the drift is stated from the previous
+    one."""
     arrive(tmp_path, reports["passing"])
     arrive(tmp_path, reports["rsmi"])
     last_pass_path(tmp_path, "ws1").write_text(json.dumps(dict(reports["rsmi"].to_json(), verdict="pass")))

@@ -43,9 +43,10 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
     return argv
 
 
-def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float = 900,
+def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float | None = None,
            limit: str | None = None) -> PyinfraRun:
-    """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it."""
+    """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it.
+    No time limit unless given: a run takes what the machine's load makes it take (pytest-timeout is the hang guard)."""
     done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit), capture_output=True, text=True, cwd=REPO,
                           env=ENV, timeout=timeout)
     return finished(done)

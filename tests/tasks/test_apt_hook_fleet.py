@@ -44,8 +44,7 @@ def fleet(tmp_path_factory):
 
 def apt(host, *arguments: str):
     """apt-get as the admin runs it: over SSH, with sudo. Returns (exit status, the hook's lines, all output)."""
-    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False,
-                    timeout=900)
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False)
     output = done.stdout + done.stderr
     return done.returncode, [line for line in output.splitlines() if line.startswith(PREFIX)], output
 

@@ -47,7 +47,7 @@ def inventory(tmp_path_factory) -> Path:
 def whole_plan(inventory) -> dict[str, list[dict]]:
     """Per host: every operation of every stage with its commands, as pyinfra computes them while planning."""
     done = subprocess.run([sys.executable, "-m", "tests.support.pyinfra_plan", str(inventory), "deploy.py"],
-                          capture_output=True, text=True, cwd=REPO, timeout=300, env=ENV)
+                          capture_output=True, text=True, cwd=REPO, env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return {host.removeprefix("@fake/"): ops for host, ops in json.loads(done.stdout).items()}
 
@@ -61,7 +61,7 @@ def plan(whole_plan) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def dry(inventory) -> dict:
     done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "--dry", "--json"], capture_output=True, text=True,
-                          cwd=REPO, timeout=300, env=ENV)
+                          cwd=REPO, env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -71,7 +71,7 @@ def run(inventory) -> tuple[int, str]:
     """deploy.py executed on the fakes (-vv: every command sent to a host is echoed). Later stages fail every fake
     host (no verifier runs on a fake), so pyinfra ends with "No hosts remaining!" and prints no JSON results."""
     done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "-y", "-vv"], capture_output=True, text=True,
-                          cwd=REPO, timeout=300, env=ENV)
+                          cwd=REPO, env=ENV)
     return done.returncode, done.stderr
 
 
@@ -79,7 +79,7 @@ def run(inventory) -> tuple[int, str]:
 def run_stages(inventory) -> dict:
     """Stages 1-3 executed on the fakes in one run (the task files in deploy.py's order): pyinfra's JSON results."""
     done = subprocess.run([PYINFRA, str(inventory), "tasks/preflight.py", "tasks/colliding_packages.py",
-                           "tasks/rocm.py", "-y", "--json"], capture_output=True, text=True, cwd=REPO, timeout=300,
+                           "tasks/rocm.py", "-y", "--json"], capture_output=True, text=True, cwd=REPO,
                           env=ENV)
     assert done.returncode == 1, done.stderr[-3000:]  # the focal host fails
     return json.loads(done.stdout)["results"]

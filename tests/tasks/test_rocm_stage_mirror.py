@@ -20,7 +20,6 @@ from tests.support.fleet_deploy import deploy, host_lines
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-RUN_TIMEOUT = 600  # seconds for one pyinfra run of the ROCm stage on one host
 DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
 
 
@@ -63,7 +62,7 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
     up, root, _, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, timeout=RUN_TIMEOUT, limit="ws1")
+    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
     assert run.returncode == 1, run.explain()
     assert "SHA256 did not match!" in run.log, run.explain()
     assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in ("", "un")
@@ -72,7 +71,7 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
 
 def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
     up, root, url, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     # No download: the file the last run fetched is the right one (only the checksum it was given was wrong).
     assert run.changed_operations == [
@@ -98,7 +97,7 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
 
 def test_second_run_changes_nothing(workstation):
     up, _, _, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.results and run.changed_operations == [], run.explain()
@@ -111,7 +110,7 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
                   "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
                   "update-alternatives --set rocm /opt/rocm-6.4.1")
     try:
-        run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+        run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
         assert run.returncode == 0, run.explain()
         assert run.changed_operations == ["ROCm | /opt/rocm -> /opt/rocm-7.2.4"], run.explain()
         assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
@@ -122,7 +121,7 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
 def test_another_release_stops_the_host_by_default(workstation):
     up, _, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws2")
     assert run.returncode == 1, run.explain()
     assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
             "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
@@ -133,14 +132,14 @@ def test_another_release_stops_the_host_by_default(workstation):
 def test_side_by_side_installs_beside_a_multi_version_release(workstation):
     up, _, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     assert run.returncode == 0, run.explain()
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
         "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4")
     installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
     assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
     assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
 
@@ -152,7 +151,7 @@ def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(works
     over — a newer rocm-core, its indexes signed with another key — and apt refuses it."""
     up, root, _, mirror = workstation
     _chroot(root, "sed -i 's/signed-by=/trusted=yes signed-by=/' /etc/apt/sources.list.d/rocm.list")
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["ROCm | Check AMD's apt lists"], run.explain()
     assert ("fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: trusted=yes switches off apt's signature "

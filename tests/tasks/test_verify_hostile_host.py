@@ -66,14 +66,14 @@ def verify(up, host) -> tuple[object, list[str]]:
 def apt_install(host):
     """A real dpkg run as the admin runs it (over SSH, with sudo): the apt hook runs after it."""
     return host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "--reinstall",
-                     "/tmp/ok.deb"], check=False, timeout=900)
+                     "/tmp/ok.deb"], check=False)
 
 
 @pytest.mark.parametrize("edit, status, words", [
     ("sed 's/^ \"verdict\": \"fail\",$/ \"verdict\": \"pass\",/'", 0,
      "the report's verdict 'pass' is not what its checks give ('fail': check linkage.static is fail)"),
-    ("sed '/^ \"verdict\": \"fail\",$/d'", 1, "the report does not match verify/report/report_schema.json (the document: "
-                                              "'verdict' is missing)"),
+    ("sed '/^ \"verdict\": \"fail\",$/d'", 1,
+     "the report does not match verify/report/report_schema.json (the document: 'verdict' is missing)"),
 ], ids=["pass with failing checks", "no verdict, exit 1"])
 def test_a_report_that_does_not_prove_a_pass_fails_the_host_with_one_line(fleet, edit, status, words):
     up, host, reports, _, _ = fleet

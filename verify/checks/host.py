@@ -55,7 +55,7 @@ class Host:
         self.venv = find_venv(options.venv, self.view)
         self._shared: dict[Callable[[Host], Any], Any] = {}
         self.static_stopped: str | None = None  # why the static part stopped before its end (its time limit)
-        self.runtime_blocked: str | None = None  # why the runtime probe must not start
+        self.runtime_blocked: str | None = None  # why the runtime probe must not start (set by a static check)
 
     def shared(self, compute: Callable[[Host], T]) -> T:
         if compute not in self._shared:

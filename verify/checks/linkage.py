@@ -1,7 +1,8 @@
 """Check 1 — static linkage of the Python process, before anything is imported: python → torch → bitsandbytes.
 
 The process model (`ProcessImage`, from the resolver) is the venv's python, then what `import torch` dlopens
-(`verify/stack/torch_loads.py`), then the native library bitsandbytes would pick (`verify/stack/bnb_library.py`). This module judges it:
+(`verify/stack/torch_loads.py`), then the native library bitsandbytes would pick (`verify/stack/bnb_library.py`). This
+module judges it:
 
 - nothing is missing and no file is broken;
 - torch's ROCm libraries come from torch/lib: every ROCm name a torch object asks for is served by torch's bundled
@@ -314,6 +315,8 @@ def run(host: Host) -> list[CheckResult]:
     unsafe = _not_regular_files([finding.path for finding in image.findings], view)
     if unsafe:
         evidence["not_regular_files"] = unsafe
+        host.runtime_blocked = (f"{', '.join(unsafe)}: not a regular file where the process would load a library (a "
+                                "FIFO would block the probe for ever) — remove it and reinstall what owns that path")
     return [CheckResult(result.id, result.title, result.status, result.reason, evidence)]
 
 
@@ -330,15 +333,6 @@ def _not_regular_files(paths: list[str], view: FileSystemView) -> list[str]:
             found.append(path)
     return found
 
-
-def runtime_blocked(results: list[CheckResult]) -> str | None:
-    """Why the runtime probe must not start after this static part, or None."""
-    found = result(results, "linkage.static")
-    unsafe = found.evidence.get("not_regular_files") if found else None
-    if unsafe:
-        return (f"{', '.join(unsafe)}: not a regular file where the process would load a library (a FIFO would block "
-                "the probe for ever) — remove it and reinstall what owns that path")
-    return None
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:

@@ -35,7 +35,6 @@ def run_checks(options: CheckOptions) -> Report:
     try:
         with time_limit(options.static_time_limit):
             checks = [result for check in STATIC_CHECKS for result in check.run(host)]
-        host.runtime_blocked = linkage.runtime_blocked(checks)
     except OutOfTime as late:
         checks = _out_of_time(late)
         host.static_stopped = str(late)

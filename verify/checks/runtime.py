@@ -246,7 +246,8 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
 
 
 def judge_runtime(probe_run: ProbeRun, want: RuntimeExpectations) -> list[CheckResult]:
-    """Check 3 (without the maps comparison, verify/checks/maps.py, and NF4, verify/checks/nf4.py) from one probe run."""
+    """Check 3 (without the maps comparison, verify/checks/maps.py, and NF4, verify/checks/nf4.py) from one probe
+    run."""
     if probe_run.data is None:
         return [
             CheckResult(

@@ -3,8 +3,8 @@
 The apt hook (`DPkg::Post-Invoke`, installed by roles/apt_hook) runs this with the host's python3. It runs the static
 checks only — the process model of python → torch → bitsandbytes' library and the stray distro ROCm packages, the
 same code as `verify check --static-only`; no torch import, no GPU — keeps the result under
-/var/lib/rocm-fleet/apt-hook/ (verify/report/hook_state.py), compares it with the previous result (verify/report/drift.py) and
-prints into apt's own output:
+/var/lib/rocm-fleet/apt-hook/ (verify/report/hook_state.py), compares it with the previous result
+(verify/report/drift.py) and prints into apt's own output:
   - a WARNING block when something got worse, one line per change (what now resolves where, which stray package
     arrived and what pulled it in);
   - one line when something got better, cleared, or just changed;

@@ -7,7 +7,7 @@ private name; a failure to write either is one line on stderr ("verify check: wa
 report nor the exit code.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
-`verify.report.report.exit_status_of`, the same table the controller holds a report's exit status to.
+`Report.exit_status` (verify/report/report.py), the same table the controller holds a report's exit status to.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from verify.checks.registry import CheckOptions, run_checks
 from verify.commands import seconds, write_stdout
 from verify.report.kept_files import VERIFY_REPORT, replace_file
 from verify.report.metrics import write_metrics
-from verify.report.report import exit_status_of
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         lines = [f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}"]
         lines += [f"  {_MARK[check.status]}  {check.id}: {check.reason}" for check in report.checks]
         write_stdout("\n".join(lines) + "\n")
-    return exit_status_of(report.to_json())
+    return report.exit_status
 
 
 def keep(report, directory: Path, metrics_dir: Path | None) -> None:

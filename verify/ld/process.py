@@ -5,7 +5,8 @@
 
 An `Analyser` holds the caches (parsed ELF files by inode, directory listings, the parsed ld.so.cache, the resolver's
 answers in a RunMemo) so that many analyses of one system in one run stay fast; the two functions above make a fresh
-one each time. Nothing is executed: files are only read (see verify/ld/loader.py for the rules and what is not modelled).
+one each time. Nothing is executed: files are only read (see verify/ld/loader.py for the rules and what is not
+modelled).
 """
 
 from __future__ import annotations

@@ -233,6 +233,11 @@ class Report:
     def failed(self) -> bool:
         return self.verdict == FAIL
 
+    @property
+    def exit_status(self) -> int:
+        """What `verify check` exits with for this report (EXIT_STATUS: 0 pass and warn, 1 fail)."""
+        return EXIT_STATUS.get(self.verdict, 1)
+
     def check(self, check_id: str) -> CheckResult | None:
         return next((c for c in self.checks if c.id == check_id), None)
 

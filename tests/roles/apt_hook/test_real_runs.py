@@ -73,7 +73,8 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         conf = (root / CONF_PATH.lstrip("/")).read_text()
         assert "DPkg::Post-Invoke" in conf and "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4" in conf
         assert (root / ENTRY.lstrip("/")).is_file()
-        assert list((root / HOOK_DIR.lstrip("/") / "verifier/verify/checks/__pycache__").glob("registry.cpython-311.pyc"))
+        compiled = root / HOOK_DIR.lstrip("/") / "verifier/verify/checks/__pycache__"
+        assert list(compiled.glob("registry.cpython-311.pyc"))
         # The fact's real command, run in the root, parsed by its real process().
         files = AptHookFiles().process(sh(root, AptHookFiles().command()).stdout.splitlines())
         assert files.python == "/usr/bin/python3" and files.verifier_sha256 == verifier_sha(root)

@@ -59,7 +59,8 @@ def test_the_status_file_parsed_once_serves_the_check(tmp_path: Path):
     (tmp_path / "var/lib/dpkg/status").unlink()
     check = check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4", packages)
     assert check.status == "pass" and check.evidence["rocm_core_package"] == "7.2.4.70204-93~24.04"
-    assert check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4").reason.startswith("system ROCm is not 7.2.4: rocm-core says nothing")
+    assert check_system_rocm(FileSystemView(str(tmp_path)), "7.2.4").reason.startswith(
+        "system ROCm is not 7.2.4: rocm-core says nothing")
 
 
 def test_a_removed_package_is_not_installed(tmp_path: Path):

@@ -1,5 +1,5 @@
-"""verify/debian/strays.py and `python -m verify strays`: which distro ROCm packages are installed, what needs them, and which
-ship a SONAME a ROCm 7.2 consumer could bind to.
+"""verify/debian/strays.py and `python -m verify strays`: which distro ROCm packages are installed, what needs them,
+and which ship a SONAME a ROCm 7.2 consumer could bind to.
 
 Three kinds of evidence:
 - real dpkg status paragraphs of the real packages, taken from real installs (data/strays/, see extract.py);

@@ -1,4 +1,5 @@
-"""verify/report/hook_state.py: the apt hook's last result and last passing one, and what happens to a file that is not one."""
+"""verify/report/hook_state.py: the apt hook's last result and last passing one, and what happens to a file that is
+not one."""
 
 from __future__ import annotations
 

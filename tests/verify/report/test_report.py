@@ -168,4 +168,5 @@ def test_the_exit_status_is_checked_only_where_there_was_a_process():
                                       edited(sample_report(), lambda r: r.pop("checks"))])
 def test_what_is_not_a_report_never_passes(document):
     judged = judge_report(document)
-    assert not judged.passed and judged.problem.startswith("the report does not match verify/report/report_schema.json (")
+    assert not judged.passed
+    assert judged.problem.startswith("the report does not match verify/report/report_schema.json (")

@@ -1,4 +1,5 @@
-"""verify/report/schema_check.py: the standard-library check of report_schema.json, held to the `jsonschema` library itself.
+"""verify/report/schema_check.py: the standard-library check of report_schema.json, held to the `jsonschema` library
+itself.
 
 Both judge the same documents — reports built as the verifier builds them, the real verifier's own reports, and every
 report made by breaking one of them in one place (each key removed, each value replaced by a value of every JSON

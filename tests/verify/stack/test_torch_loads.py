@@ -1,4 +1,5 @@
-"""verify/stack/torch_loads.py: what `import torch` dlopens itself — checked against the real loader with LD_DEBUG=files."""
+"""verify/stack/torch_loads.py: what `import torch` dlopens itself — checked against the real loader with
+LD_DEBUG=files."""
 
 from __future__ import annotations
 
