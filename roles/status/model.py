@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from roles.verification.summary import NOT_VERIFIED, VERIFIED, HostOutcome, Later, short_time
+from roles.verification.host_row import NOT_VERIFIED, VERIFIED, HostOutcome, Later, short_time
 from verify.api import KEPT_LABELS, KeptResult, Unusable, kept_results
 
 NO_REPORT = "no verification report kept on the host — run pyinfra INVENTORY tasks/verify.py"

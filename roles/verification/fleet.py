@@ -28,15 +28,8 @@ from pathlib import Path
 
 from pyinfra.api.state import BaseStateCallback
 
-from roles.verification.summary import (
-    NOT_VERIFIED,
-    UNREACHABLE,
-    VERIFIED,
-    HostOutcome,
-    fleet_counts,
-    render_markdown,
-    row_for,
-)
+from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, row_for
+from roles.verification.summary import fleet_counts, render_markdown
 from roles.verification.summary_html import render_html
 from roles.verification.verdict_history import VerdictHistory
 from verify.api import Report

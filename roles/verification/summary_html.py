@@ -17,19 +17,15 @@ import html
 from pathlib import Path
 from typing import Iterable
 
+from roles.verification.host_row import COLUMNS, LABEL_MARK, HostOutcome, Row, row_for
 from roles.verification.summary import (
     CHECK_STATUSES,
-    COLUMNS,
-    LABEL_MARK,
     VERDICT_ORDER,
-    HostOutcome,
-    Row,
     check_counts,
     counts_line,
     fold,
     groups,
     hosts_phrase,
-    row_for,
     torch_labels,
 )
 

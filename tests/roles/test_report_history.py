@@ -15,7 +15,8 @@ import pytest
 
 from roles.report_history import baseline, compare_and_keep, drift_lines, last_pass_path
 from roles.verification.reports import save_report
-from roles.verification.summary import VERIFIED, HostOutcome, render_markdown
+from roles.verification.host_row import VERIFIED, HostOutcome
+from roles.verification.summary import render_markdown
 from roles.verification.summary_html import render_html
 from tests.support.drift_images import Workstation, verify_report
 from verify.report.report import Report

@@ -26,7 +26,7 @@ from verify.report.report import (
     StraysFacts,
     build_report,
 )
-from roles.verification.summary import UNREACHABLE, VERIFIED, HostOutcome
+from roles.verification.host_row import UNREACHABLE, VERIFIED, HostOutcome
 
 AT = "2026-12-01T17:00:00Z"
 OS = "Ubuntu 24.04.3 LTS"

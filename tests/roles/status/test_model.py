@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from roles.status.model import NO_REPORT, age, outcome_of
-from roles.verification.summary import NOT_VERIFIED, VERIFIED, row_for
+from roles.verification.host_row import NOT_VERIFIED, VERIFIED, row_for
 from tests.support.fleet_reports import STRAY, report_of
 from verify.report.hook_state import HookResult
 from verify.report.kept_files import read_kept_files
