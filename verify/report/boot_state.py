@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from verify.report.hook_state import StateError, _replace
+from verify.report.kept_files import BOOT_CHECK_DIR, LAST, STATE_ROOT
 from verify.report.report import BootCheckFacts, Report, ReportError
 from verify.safe_read import read_text
 
 KIND = "rocm-fleet.boot-check-result"
 VERSION = 1
-DEFAULT_DIR = "/var/lib/rocm-fleet/boot-check"
-LAST = "last.json"
+DEFAULT_DIR = f"{STATE_ROOT}/{BOOT_CHECK_DIR}"  # /var/lib/rocm-fleet/boot-check: also where the status task reads
 READ_LIMIT = 32 * 1024 * 1024  # a full report with the strays' evidence is well under 1 MB
 
 

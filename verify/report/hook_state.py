@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from verify.report.kept_files import APT_HOOK_DIR, LAST, STATE_ROOT
 from verify.report.report import Report, ReportError
 from verify.safe_read import read_text
 
 KIND = "rocm-fleet.apt-hook-result"
 VERSION = 1
-DEFAULT_DIR = "/var/lib/rocm-fleet/apt-hook"
-LAST = "last.json"
+DEFAULT_DIR = f"{STATE_ROOT}/{APT_HOOK_DIR}"  # /var/lib/rocm-fleet/apt-hook: also where the status task reads
 LAST_PASS = "last-pass.json"
 MAX_STATE = 64 << 20  # a result is a report of some 100 KiB
 
