@@ -17,8 +17,8 @@ from typing import Sequence
 from verify.api import FAIL, PASS, WARN, Report, check_priority
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
-COLUMNS = ("Host", "Verdict", "Check", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays",
-           "NF4 error", "As of")
+COLUMNS = ("Host", "Verdict", "Check", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Kernel", "Linkage",
+           "Strays", "NF4 error", "As of")
 NONE = "—"
 LABEL_MARK = "†"
 
@@ -85,6 +85,8 @@ class Row:
     bitsandbytes: str = NONE
     gpus: str = NONE
     archs: tuple[str, ...] = ()
+    kernel: str = NONE
+    boot: str | None = None  # the boot-time check's last result, as the report carries it (facts.boot_check)
     linkage: str = NONE
     strays: str = NONE
     nf4: str = NONE
@@ -113,8 +115,8 @@ class Row:
     def cells(self) -> tuple[str, ...]:
         """One per COLUMNS entry after "Host"."""
         torch = f"{self.torch} {LABEL_MARK}" if self.torch_label else self.torch
-        return (self.verdict, self.check, self.os, self.rocm, torch, self.bitsandbytes, self.gpus, self.linkage,
-                self.strays, self.nf4, self.as_of)
+        return (self.verdict, self.check, self.os, self.rocm, torch, self.bitsandbytes, self.gpus, self.kernel,
+                self.linkage, self.strays, self.nf4, self.as_of)
 
 
 def _gpus(report: Report) -> str:
@@ -157,6 +159,33 @@ def _strays(report: Report) -> str:
     shown = ", ".join(f"{n}{' ⚠' if n in risky else ''}" for n in names[:4])
     more = f" +{len(names) - 4}" if len(names) > 4 else ""
     return f"{strays.count}: {shown}{more}"
+
+
+def _kernel(report: Report) -> str:
+    """The running kernel and its amdgpu, the kernel that boots next when a reboot is pending, and a failed boot-time
+    check: "6.8.0-49-generic → 6.8.0-51-generic (reboot pending, no amdgpu.ko ⚠)"."""
+    kernel, boot = report.facts.kernel, report.facts.boot_check
+    if kernel is None or kernel.running is None:
+        text = "not checked"  # a version-1 report, or a filesystem image
+    else:
+        text = kernel.running + (" (no amdgpu.ko ⚠)" if kernel.running_has_amdgpu is False else "")
+        if kernel.reboot_pending and kernel.next_boot and kernel.next_boot != kernel.running:
+            lost = ", no amdgpu.ko ⚠" if kernel.next_boot_has_amdgpu is False else ""
+            text += f" → {kernel.next_boot} (reboot pending{lost})"
+        elif kernel.reboot_pending:
+            text += " (reboot pending)"
+    if boot is not None and boot.verdict == FAIL:
+        text += f"; boot check FAIL in {boot.kernel}"
+    return text
+
+
+def _boot(report: Report) -> str | None:
+    boot = report.facts.boot_check
+    if boot is None:
+        return None
+    after = f" (after {boot.previous_kernel})" if boot.previous_kernel and boot.previous_kernel != boot.kernel else ""
+    return (f"boot-time check: {boot.verdict.upper()} in {boot.kernel}{after}, {short_time(boot.checked_at)} — "
+            f"{boot.reason}")
 
 
 def _linkage(report: Report) -> str:
@@ -253,6 +282,8 @@ def row_for(outcome: HostOutcome) -> Row:
         bitsandbytes=shown.facts.bitsandbytes or "not installed",
         gpus=_gpus(shown),
         archs=tuple(sorted({g.arch for g in shown.facts.gpus or () if g.arch})),
+        kernel=_kernel(shown),
+        boot=_boot(shown),
         linkage=_linkage(shown),
         strays=_strays(shown),
         nf4=_nf4(shown),

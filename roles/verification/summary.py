@@ -10,7 +10,8 @@ HTML page summary_html.py). Read top down, a summary says:
    with the hosts that have them.
 2. **Checks** — per check, how many hosts pass, warn, fail or skipped it.
 3. **Hosts** — one short row per host: verdict and the check behind it (never the long reason again), OS, ROCm,
-   torch, bitsandbytes, GPUs and archs, linkage, strays, NF4 error, and as of when.
+   torch, bitsandbytes, GPUs and archs, the kernel (and the one that boots next, a failed boot-time check), linkage,
+   strays, NF4 error, and as of when.
 
 A host passes only on a report that proves it, and later results can only make it worse: host_row.py says how.
 """

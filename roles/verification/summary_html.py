@@ -3,7 +3,7 @@ grouped, counts per check, the hosts — with what a page can add for fifty host
 
 - the hosts' table sorts by any column (a click on its header) and filters as one types (host, verdict, check, OS,
   GPU arch; every word must match); each finding group has a button that shows only its hosts;
-- each host's findings, sources and full reason sit in a collapsed <details>;
+- each host's findings, sources, full reason and last boot-time check sit in a collapsed <details>;
 - a small strip of the host's last verdicts (oldest first; verdict_history.py keeps them);
 - printed: A4 landscape, the filter hidden, every <details> opened, colours kept, rows never split.
 
@@ -87,9 +87,10 @@ def _details(row: Row) -> str:
                     + (f" <em>({esc(', '.join(f.sources))})</em>" if f.sources else "") + "</li>"
                     for f in row.findings)
     sources = "".join(f"<li>{esc(line)}</li>" for line in row.sources)
+    boot = f'<p class="boot">{esc(row.boot)}</p>' if row.boot else ""
     what = f"{len(row.findings)} finding{'s' if len(row.findings) != 1 else ''}" if row.findings else "details"
     reason = "" if row.findings else f"<p>{esc(row.reason)}</p>"  # else the findings say it, each once
-    return (f"<details><summary>{what}</summary>{reason}"
+    return (f"<details><summary>{what}</summary>{reason}{boot}"
             + (f"<ul>{items}</ul>" if items else "")
             + (f"<p>Read on the host:</p><ul>{sources}</ul>" if sources else "") + "</details>")
 
@@ -100,8 +101,8 @@ def _row(row: Row, group: str) -> str:
     rank = VERDICT_ORDER.index(row.verdict) if row.verdict in VERDICT_ORDER else len(VERDICT_ORDER)
     cells = [f'<td class="host">{esc(row.host)}</td>']
     for column, text in zip(COLUMNS[1:], row.cells):
-        attributes = {"Verdict": f' class="v" data-key="{rank}"', "Linkage": ' class="wrap"',
-                      "Strays": ' class="wrap"'}.get(column, "")
+        attributes = {"Verdict": f' class="v" data-key="{rank}"', "Kernel": ' class="wrap"',
+                      "Linkage": ' class="wrap"', "Strays": ' class="wrap"'}.get(column, "")
         cells.append(f"<td{attributes}>{esc(text)}</td>")
     cells += [f"<td>{_strip(row)}</td>", f'<td class="wrap">{_details(row)}</td>']
     return f'<tr class="{_css_class(row.verdict)}" data-search="{esc(search)}">{"".join(cells)}</tr>'

@@ -3,7 +3,8 @@ it always runs, its reasons as the real verifier words them, so judge_report fin
 the summary is what is under test.
 
 `fleet_of(pass_=40, no_rocm=12, strays=5, unreachable=3)` gives HostOutcomes of four kinds:
-- pass: every check passes on one GPU (gfx1100 on most, gfx90a on every fifth host);
+- pass: every check passes on one GPU (gfx1100 on most, gfx90a on every fifth host) — the day-2 checks too
+  (environment.*, apt.*, kernel.*: schema 2, with the kernel's facts);
 - no ROCm: linkage.static fails on libhipblas.so.3 (bitsandbytes' RUNPATH finds no system ROCm), versions.rocm fails;
 - strays: linkage passes, the strays check fails on libamdhip64-5 pulled in by libucx0;
 - unreachable: no report.
@@ -19,6 +20,7 @@ from verify.report.report import (
     Facts,
     Gpu,
     HostInfo,
+    KernelFacts,
     Nf4Run,
     Report,
     Request,
@@ -30,7 +32,8 @@ from roles.verification.host_row import UNREACHABLE, VERIFIED, HostOutcome
 
 AT = "2026-12-01T17:00:00Z"
 OS = "Ubuntu 24.04.3 LTS"
-REQUEST = Request("/opt/rocm-fleet/venv", "7.2.4", "0.50.1", "auto", True, False, "/")
+KERNEL = "6.8.0-51-generic"
+REQUEST = Request("/opt/rocm-fleet/venv", "7.2.4", "0.50.1", "auto", True, False, "/", expect_amd_repo=True)
 NO_HIPBLAS = ("libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH "
               "/opt/rocm/lib:/opt/rocm-7.2.4/lib, ld.so.cache, system dirs — install ROCm 7.2.4 "
               "(amdgpu-install -y --usecase=rocm --no-dkms)")
@@ -50,6 +53,17 @@ def _checks(kind: str) -> list[CheckResult]:
         CheckResult("versions.torch", "torch", PASS, "torch 2.13.0+rocm7.2"),
         CheckResult("versions.bitsandbytes", "bitsandbytes", PASS, "bitsandbytes 0.50.1"),
         CheckResult("strays", "stray distro ROCm packages", *strays),
+        CheckResult("environment.loader", "a login's loader environment", PASS,
+                    "no LD_LIBRARY_PATH or LD_PRELOAD in /etc/environment, /etc/profile.d, the venv's activate"),
+        CheckResult("environment.bnb_rocm_version", "BNB_ROCM_VERSION", PASS, "BNB_ROCM_VERSION is not set"),
+        CheckResult("environment.amdsmi", "amdsmi in the venv", PASS, "no amdsmi package in the venv"),
+        CheckResult("apt.pin", "AMD's apt pin", PASS, "AMD's pin /etc/apt/preferences.d/repo-radeon-pin-600 is "
+                    "effective: apt's candidates for rocminfo, hipcc … come from repo.radeon.com"),
+        CheckResult("apt.lists", "AMD's apt lists", PASS, "enabled: https://repo.radeon.com/rocm/apt/7.2.4 noble"),
+        CheckResult("kernel.driver", "amdgpu in the running kernel", PASS,
+                    f"amdgpu loaded in {KERNEL} (amdgpu.ko present), /dev/kfd present"),
+        CheckResult("kernel.next_boot", "amdgpu after the next boot", PASS, f"no reboot pending; {KERNEL} boots next"),
+        CheckResult("kernel.packages", "kernel packages", PASS, f"headers and modules-extra for {KERNEL} installed"),
         CheckResult("runtime.torch", "torch at runtime", PASS, "torch 2.13.0+rocm7.2, HIP 7.2.53211"),
         CheckResult("runtime.devices", "GPUs", PASS, "1 GPU: gfx1100"),
         CheckResult("runtime.bnb_library", "bitsandbytes' library", PASS, "libbitsandbytes_rocm72.so loaded"),
@@ -70,8 +84,9 @@ def report_of(name: str, kind: str, arch: str = "gfx1100", at: str = AT) -> Repo
                            "libhipblas.so.3 not found" if kind == "no_rocm" else "from ROCm 7.2.4"),
         strays=StraysFacts(1, ("libamdhip64-5",), ()) if kind == "strays" else StraysFacts(0, (), ()),
         nf4=(Nf4Run("cuda:0", PASS, 0.0727, True),),
+        kernel=KernelFacts(KERNEL, KERNEL, False, True, True, True, (KERNEL,), ()),
     )
-    report = build_report(host=HostInfo(name, OS, "6.8.0-51-generic", "x86_64", "3.12.3"), request=REQUEST,
+    report = build_report(host=HostInfo(name, OS, KERNEL, "x86_64", "3.12.3"), request=REQUEST,
                           facts=facts, checks=checks, generated_at=at, tool_version="0.1.0")
     return Report.from_json(report.to_json())  # as every reader gets it
 

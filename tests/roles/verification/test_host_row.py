@@ -13,7 +13,8 @@ from roles.verification.host_row import COLUMNS, NOT_VERIFIED, VERIFIED, HostOut
 from roles.verification.summary import render_markdown
 from tests.support.fleet_reports import STRAY, report_of
 from tests.support.report_samples import FACTS, edited, sample, sample_report
-from verify.report.report import Report, StraysFacts
+from roles.verification.summary_html import render_html
+from verify.report.report import BootCheckFacts, KernelFacts, Report, StraysFacts
 
 
 def _hook(kind: str) -> Later:
@@ -82,3 +83,33 @@ def test_a_report_that_does_not_prove_its_verdict_is_not_shown_as_one(change, wo
     row = row_for(HostOutcome("ws1", VERIFIED, report))
     assert row.verdict == "NOT VERIFIED" and row.reason.startswith(words), row
     assert "NOT VERIFIED" in render_markdown([HostOutcome("ws1", VERIFIED, report)], title="t", generated_at="now")
+
+
+def test_the_kernel_cell_says_what_boots_next_and_a_failed_boot_check():
+    """Day 2: the running kernel, the one a pending reboot brings (marked when it has no amdgpu.ko), and the boot-time
+    check's last result as the report carries it (facts.boot_check) — in the cell when it failed, in the page's
+    details always."""
+    def outcome(**facts) -> HostOutcome:
+        report = report_of("ws1", "pass")
+        return HostOutcome("ws1", VERIFIED, replace(report, facts=replace(report.facts, **facts)))
+
+    def kernel_cell(**facts):
+        return row_for(outcome(**facts))
+
+    column = COLUMNS.index("Kernel") - 1
+    assert kernel_cell().cells[column] == "6.8.0-51-generic"
+    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
+                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
+    boot = BootCheckFacts("b1", "6.8.0-49-generic", "2026-12-01T08:00:00Z", "fail",
+                          "kernel.driver: amdgpu is not loaded", previous_kernel="6.8.0-45-generic")
+    row = kernel_cell(kernel=pending, boot_check=boot)
+    assert row.cells[column] == ("6.8.0-49-generic → 6.8.0-51-generic (reboot pending, no amdgpu.ko ⚠); "
+                                 "boot check FAIL in 6.8.0-49-generic")
+    assert row.boot == ("boot-time check: FAIL in 6.8.0-49-generic (after 6.8.0-45-generic), 2026-12-01 08:00Z — "
+                        "kernel.driver: amdgpu is not loaded")
+    assert "boot-time check: FAIL in 6.8.0-49-generic (after 6.8.0-45-generic)" in render_html(
+        [outcome(kernel=pending, boot_check=boot)], title="t", generated_at="now")
+    assert "boot-time check" not in render_html([outcome()], title="t", generated_at="now")  # none carried
+    passed = kernel_cell(boot_check=replace(boot, verdict="pass", reason="all 18 checks passed"))
+    assert passed.cells[column] == "6.8.0-51-generic" and passed.boot.startswith("boot-time check: PASS in ")
+    assert kernel_cell(kernel=None).cells[column] == "not checked"  # a version-1 report

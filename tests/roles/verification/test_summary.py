@@ -145,7 +145,7 @@ def test_groups_partition_the_fleet_failures_first_then_the_larger():
     found = groups([row_for(o) for o in fleet_of()])
     assert [(g.verdict, len(g.rows), fold(g.hosts)) for g in found] == [
         ("FAIL", 12, "ws[41-52]"), ("FAIL", 5, "ws[53-57]"), ("UNREACHABLE", 3, "ws[58-60]"), ("PASS", 40, "ws[01-40]")]
-    assert found[0].text == f"linkage.static: {NO_HIPBLAS}" and found[3].text == "all 10 checks passed"
+    assert found[0].text == f"linkage.static: {NO_HIPBLAS}" and found[3].text == "all 18 checks passed"
     assert sum(len(g.rows) for g in found) == 60
 
 
@@ -154,6 +154,9 @@ def test_counts_per_check():
     assert counts["linkage.static"] == {"pass": 45, "fail": 12}
     assert counts["strays"] == {"pass": 52, "fail": 5}
     assert counts["nf4.cuda0"] == {"pass": 57}
+    # The day-2 checks are counted like every other (the fleet's reports are schema 2).
+    for check in ("environment.loader", "apt.pin", "apt.lists", "kernel.driver", "kernel.next_boot"):
+        assert counts[check] == {"pass": 57}, check
 
 
 def test_host_names_are_folded_the_way_cluster_tools_write_them():
