@@ -13,6 +13,8 @@ series is lost. `write_metrics(directory)` is what each of them calls after keep
     rocm_fleet_stray_packages{source}                stray distro ROCm packages (when checked)
     rocm_fleet_gpus{source}, rocm_fleet_gpu_info{source,index,arch,supported}    the GPUs the probe saw
     rocm_fleet_nf4_roundtrip_mean_abs_error{source,device}                        the NF4 smoke's error
+    rocm_fleet_reboot_pending{source}                1 when a reboot is pending (facts.kernel, schema 2)
+    rocm_fleet_kernel_has_amdgpu{source,kernel,boot} 1 when that kernel has amdgpu.ko; boot="running" | "next"
     rocm_fleet_verifier_info{source,version}         the verifier version that wrote it
 
 The file is written atomically (kept_files.replace_file) and only into a directory that exists: node_exporter's
@@ -44,6 +46,10 @@ _HELP = {
     "rocm_fleet_gpus": "GPUs the runtime probe saw at the source's last run.",
     "rocm_fleet_gpu_info": "One series per GPU the runtime probe saw: its index, arch and whether ROCm supports it.",
     "rocm_fleet_nf4_roundtrip_mean_abs_error": "Mean absolute error of the NF4 quantize/dequantize round trip.",
+    "rocm_fleet_reboot_pending": "1 when a reboot was pending at the source's last run (the next boot runs another "
+                                 "kernel), else 0.",
+    "rocm_fleet_kernel_has_amdgpu": "1 when the kernel that runs (boot=running) or boots next (boot=next) has "
+                                    "amdgpu.ko, else 0.",
     "rocm_fleet_verifier_info": "The version of the verifier that wrote the source's last result.",
 }
 
@@ -85,6 +91,13 @@ def _samples(result: KeptResult) -> Iterable[tuple[str, dict, float]]:
         error = run.roundtrip_mean_abs_error
         if isinstance(error, (int, float)) and not isinstance(error, bool):
             yield "rocm_fleet_nf4_roundtrip_mean_abs_error", {**source, "device": run.device}, error
+    kernel = facts.kernel
+    if kernel is not None:  # schema 2: the kernel side of the GPU (check kernel.*)
+        yield "rocm_fleet_reboot_pending", source, 1 if kernel.reboot_pending else 0
+        for boot, release, has in (("running", kernel.running, kernel.running_has_amdgpu),
+                                   ("next", kernel.next_boot, kernel.next_boot_has_amdgpu)):
+            if release and has is not None:
+                yield "rocm_fleet_kernel_has_amdgpu", {**source, "kernel": release, "boot": boot}, 1 if has else 0
     yield "rocm_fleet_verifier_info", {**source, "version": report.tool_version}, 1
 
 

@@ -15,6 +15,7 @@ from tests.support.fleet_reports import report_of
 from verify.report.hook_state import HookResult
 from verify.report.kept import KeptResult, Unusable
 from verify.report.metrics import FILE_NAME, render_metrics, write_metrics
+from verify.report.report import KernelFacts
 
 SAMPLE = re.compile(r'^([a-z_][a-z0-9_]*)\{((?:[a-z_]+="(?:[^"\\\n]|\\.)*",?)*)\} (-?[0-9.e+]+|NaN|[+-]Inf)$')
 
@@ -37,6 +38,28 @@ def samples(text: str) -> dict[tuple[str, frozenset], float]:
 
 def lab(**labels) -> frozenset:
     return frozenset(labels.items())
+
+
+def test_the_day2_checks_and_the_kernel_that_boots_next():
+    """Day 2's checks are series like every other, a pending reboot is one, and so is whether the running kernel and
+    the one that boots next have amdgpu.ko — the alert an admin wants before the reboot. A version-1 report (no
+    kernel facts) has no such series."""
+    report = report_of("ws1", "pass")
+    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
+                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
+    boot = KeptResult("boot_check", "2026-12-01T08:00:00Z", replace(report, facts=replace(report.facts,
+                                                                                         kernel=pending)))
+    old = KeptResult("verification", "2026-12-01T07:00:00Z", replace(report, facts=replace(report.facts, kernel=None)))
+    got = samples(render_metrics({"boot_check": boot, "verification": old}))
+    b = {"source": "boot_check"}
+    assert got[("rocm_fleet_check_status", lab(**b, check="kernel.driver", status="pass"))] == 1
+    assert got[("rocm_fleet_check_status", lab(**b, check="apt.pin", status="pass"))] == 1
+    assert got[("rocm_fleet_check_status", lab(**b, check="environment.loader", status="pass"))] == 1
+    assert got[("rocm_fleet_reboot_pending", lab(**b))] == 1
+    assert got[("rocm_fleet_kernel_has_amdgpu", lab(**b, kernel="6.8.0-49-generic", boot="running"))] == 1
+    assert got[("rocm_fleet_kernel_has_amdgpu", lab(**b, kernel="6.8.0-51-generic", boot="next"))] == 0
+    assert not any(name in ("rocm_fleet_reboot_pending", "rocm_fleet_kernel_has_amdgpu")
+                   and dict(labels)["source"] == "verification" for name, labels in got)
 
 
 def test_every_source_gets_its_verdict_checks_gpus_nf4_strays_time_and_version():
