@@ -38,6 +38,16 @@ def _when(result: KeptResult, now: float) -> str:
     return short_time(result.checked_at) + (f" ({age(now - stamp)})" if stamp is not None else "")
 
 
+def _label(result: KeptResult) -> str:
+    """"boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic)": which boot a boot check's was."""
+    boot = result.boot
+    if boot is None:
+        return result.label
+    after = (f" (after the reboot from {boot.previous_kernel})"
+             if boot.previous_kernel and boot.previous_kernel != boot.kernel else "")
+    return f"{result.label} in {boot.kernel}{after}"
+
+
 def _proven(results: dict[str, KeptResult], unusable: list[Unusable], hostname: str | None,
             request: dict | None) -> dict[str, KeptResult]:
     """The results whose report proves what it says; the others join `unusable`, with the rule's own line."""
@@ -75,7 +85,7 @@ def outcome_of(host_name: str, answer: Any, torch_label: str | None = None, now:
             result = results[source]
             use = ("shown" if result is newest else "can only make it worse" if result in later
                    else "older than what is shown: not counted")
-            sources.append(f"{label}: {result.report.verdict.upper()} as of {_when(result, now)} — {use}")
+            sources.append(f"{_label(result)}: {result.report.verdict.upper()} as of {_when(result, now)} — {use}")
         elif any(item.source == source for item in unusable):
             sources.append(f"{label}: cannot be used")
         else:

@@ -9,6 +9,7 @@ from dataclasses import replace
 from roles.status.model import NO_REPORT, age, outcome_of
 from roles.verification.host_row import NOT_VERIFIED, VERIFIED, row_for
 from tests.support.fleet_reports import STRAY, report_of
+from verify.report.boot_state import BootResult
 from verify.report.hook_state import HookResult
 from verify.report.kept_files import read_kept_files
 
@@ -28,9 +29,9 @@ def keep(tmp_path, verification=None, hook=None, boot=None) -> dict:
         (root / "apt-hook" / "last.json").write_text(json.dumps(HookResult(at, static).to_json()))
     if boot is not None:
         at, report = boot
-        (root / "boot-check" / "last.json").write_text(json.dumps({
-            "kind": "rocm-fleet.boot-check-result", "version": 1, "boot_id": "b", "kernel": "6.8.0-51-generic",
-            "previous_kernel": None, "checked_at": at, "report": report.to_json()}))
+        # As `verify boot-check` writes it (verify/report/boot_state.py), after a reboot from 6.8.0-49.
+        result = BootResult("b", "6.8.0-51-generic", at, report, previous_kernel="6.8.0-49-generic")
+        (root / "boot-check" / "last.json").write_text(json.dumps(result.to_json()))
     return dict(read_kept_files(str(root)), now=NOW_S, hostname="ws1")
 
 
@@ -63,6 +64,9 @@ def test_a_newer_boot_check_is_what_the_row_rests_on(tmp_path):
     assert outcome.as_of == "2026-12-01 08:00Z (12 h ago)" and row_for(outcome).verdict == "FAIL"
     assert outcome.sources[0] == "verification: PASS as of 2026-11-30 17:00Z (1 d ago) — older than what is shown: " \
                                  "not counted"
+    # Which boot it was: the kernel it ran in and the one before (day2's boot result, read by its own reader).
+    assert outcome.sources[2] == ("boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic): FAIL as of "
+                                  "2026-12-01 08:00Z (12 h ago) — shown")
 
 
 def test_no_report_kept_is_not_verified_and_an_unusable_file_says_which_and_why(tmp_path):
