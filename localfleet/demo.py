@@ -105,7 +105,7 @@ def clear_reports(reports_dir: Path, hosts: int) -> None:
     """Delete what an earlier demo left in `reports_dir` — exactly the files a run writes there, nothing else — so
     that every report read afterwards is from this run (and no drift is stated against another fleet's hosts)."""
     names = [f"ws{index}.json" for index in range(1, hosts + 1)]
-    for name in [*names, "summary.md", "summary.html", *(f"last-pass/{n}" for n in names)]:
+    for name in [*names, "summary.md", "summary.html", "history.json", *(f"last-pass/{n}" for n in names)]:
         (reports_dir / name).unlink(missing_ok=True)
 
 

@@ -6,7 +6,7 @@ driver repository, torch index, the packages that collide with it …) is data, 
 verify/stack/releases/: the pins of the release below are read from its file.
 """
 
-from verify.api import rocm_release
+from verify.api import METRICS_DEFAULT_DIR, rocm_release
 
 # --- ROCm (AMD's apt repositories) -----------------------------------------------------------------------------------
 ROCM_RELEASE = "7.2.4"
@@ -44,5 +44,8 @@ INSTALLER_CACHE_DIR = "/var/cache/rocm-fleet"
 ROCM_DISK_GB = 30
 VENV_DISK_GB = 20
 MIN_FREE_DISK_GB = ROCM_DISK_GB + VENV_DISK_GB
+# Where the verifier, the apt hook and the boot check write rocm_fleet.prom for node_exporter's textfile collector:
+# the directory Debian's prometheus-node-exporter reads (its --collector.textfile.directory default).
+NODE_EXPORTER_TEXTFILE_DIR = METRICS_DEFAULT_DIR
 # How long apt/dpkg wait for another package run (unattended-upgrades, a user's apt) to release the dpkg lock.
 DPKG_LOCK_TIMEOUT = 300

@@ -40,6 +40,7 @@ from roles.validators import (
     count,
     known_release,
     one_of,
+    optional_absolute_path,
     optional_controller_directory,
     optional_sha256,
     optional_text,
@@ -126,6 +127,11 @@ SCHEMA: tuple[Key, ...] = (
                 "/etc/adduser.conf, as AMD's docs say)"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
+    Key("node_exporter_textfile_dir", "absolute path \\| None", pins.NODE_EXPORTER_TEXTFILE_DIR,
+        optional_absolute_path,
+        meaning="where the verification, the apt hook and the boot check write `rocm_fleet.prom` for node_exporter's "
+                "textfile collector (only when the directory exists: node_exporter's package makes it); None: no "
+                "metrics file"),
     Key("reports_dir", "controller path", "reports", controller_path,
         meaning="where the controller writes reports/<host>.json and the fleet summary"),
 )
@@ -162,6 +168,7 @@ class HostSettings:
     boot_check: bool
     new_users_gpu_groups: bool
     verify_device: str
+    node_exporter_textfile_dir: str | None
     reports_dir: str
 
 

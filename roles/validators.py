@@ -170,6 +170,10 @@ def absolute_path(value: Any) -> str:
     return _normalised_absolute(text)
 
 
+def optional_absolute_path(value: Any) -> str | None:
+    return None if value is None else absolute_path(value)
+
+
 def _printable(text: str, expected: str) -> str:
     """Controller paths and labels never reach a host command, so spaces and non-ASCII letters are fine in them; a
     control character is not: it would break the one-line messages and reports that show them (or drive a terminal)."""

@@ -17,7 +17,13 @@ from verify.debian.strays import Stray, StraysReport, find_strays
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines, parse_ldd_output
 from verify.ld.process import Analyser
+from verify import safe_read
+from verify.report import kept_files
+from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
 from verify.report.drift import Drift, compare_reports
+from verify.report.kept import LABELS as KEPT_LABELS
+from verify.report.kept import KeptResult, Unusable, kept_results, parse_time
+from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
 from verify.report.report import (
     FAIL,
     PASS,
@@ -27,6 +33,7 @@ from verify.report.report import (
     Judgement,
     Report,
     ReportError,
+    check_priority,
     judge_report,
 )
 from verify.system.modprobe import Block, blocks_in_cmdline, blocks_in_modprobe_conf
@@ -42,13 +49,19 @@ from verify.stack.rocm_release import (
 
 # The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
 PACKAGE_DIR = Path(__file__).resolve().parent
+# What a host keeps under /var/lib/rocm-fleet, and the reader the status task sends to it as the program of its
+# python3: (module name, source) in import order, standard library only; run kept_files' main() once both are loaded.
+KEPT_STATE_ROOT = kept_files.STATE_ROOT
+KEPT_READER_SOURCES = tuple((module.__name__, Path(module.__file__).read_text(encoding="utf-8"))
+                            for module in (safe_read, kept_files))
 
 __all__ = [
-    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR",
+    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR", "BOOT_CHECK_STATE_DIR", "KEPT_LABELS", "KEPT_READER_SOURCES", "KEPT_STATE_ROOT",
+    "METRICS_DEFAULT_DIR",
     "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "KernelPackage",
-    "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease",
-    "blocks_in_cmdline", "blocks_in_modprobe_conf", "compare_reports", "compare_versions", "find_strays",
-    "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "known_releases", "ldd_lines",
-    "meta_packages", "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "pin_text",
-    "pins_origin", "release_with_build", "rocm_release",
+    "KeptResult", "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
+    "blocks_in_cmdline", "blocks_in_modprobe_conf", "check_priority", "compare_reports", "compare_versions",
+    "find_strays", "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "kept_results",
+    "known_releases", "ldd_lines", "meta_packages", "newest", "parse_dpkg_query_lines", "parse_ldd_output",
+    "parse_preferences", "parse_time", "pin_text", "pins_origin", "release_with_build", "rocm_release",
 ]

@@ -23,4 +23,5 @@ def apt_hook(settings: HostSettings) -> None:
         expect_bitsandbytes=settings.bitsandbytes_version,
         verifier_sha256=verifier_sha256(),
         lock_timeout=settings.dpkg_lock_timeout,
+        metrics_dir=settings.node_exporter_textfile_dir,
     )

@@ -63,6 +63,7 @@ class HookSpec:
     venv: str
     expect_rocm: str
     expect_bitsandbytes: str
+    metrics_dir: str | None = None  # node_exporter's textfile directory (the hook rewrites rocm_fleet.prom there)
 
     def __post_init__(self) -> None:
         if not self.python.startswith("/") or shlex.quote(self.python) != self.python:
@@ -74,9 +75,10 @@ class HookSpec:
 
 def hook_command(spec: HookSpec) -> str:
     """The shell command apt runs after each dpkg run (and the deploy runs once, to record the baseline)."""
+    metrics = ("--metrics-dir", spec.metrics_dir) if spec.metrics_dir else ()
     run = " ".join(shlex.quote(part) for part in (
         spec.python, "-I", ENTRY, "--venv", spec.venv, "--expect-rocm", spec.expect_rocm,
-        "--expect-bitsandbytes", spec.expect_bitsandbytes,
+        "--expect-bitsandbytes", spec.expect_bitsandbytes, *metrics,
     ))
     return (
         f"if [ ! -x {spec.python} ]; then "

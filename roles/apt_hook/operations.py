@@ -34,11 +34,11 @@ def _locked(steps: list[str], lock_timeout: int) -> str:
 
 @operation()
 def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect_bitsandbytes: str = "",
-             verifier_sha256: str = "", lock_timeout: int = 300):
+             verifier_sha256: str = "", lock_timeout: int = 300, metrics_dir: str | None = None):
     """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
     a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
-    and run once when either changed to record its baseline; or, with present=False, its configuration, verifier copy
-    and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
+    and run once when either changed to record its baseline (with `metrics_dir`, each run also rewrites node_exporter's
+    rocm_fleet.prom there); or, with present=False, its configuration, verifier copy and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
     files = host.get_fact(AptHookFiles)
     if not present:
         if not files.anything:
@@ -51,7 +51,7 @@ def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect
                            "apt-get install python3, then deploy again")
         return
     try:
-        spec = HookSpec(files.python, venv, expect_rocm, expect_bitsandbytes)
+        spec = HookSpec(files.python, venv, expect_rocm, expect_bitsandbytes, metrics_dir)
         copy = copy_verifier_command(files.python, verifier_sha256)
     except HookSpecError as error:
         yield fail_command(str(error))

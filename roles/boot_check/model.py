@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import shlex
 
-from roles.verifier import REMOTE_DIR, REMOTE_VERIFIER
+from roles.verifier import REMOTE_VERIFIER
+from verify.api import BOOT_CHECK_STATE_DIR
 
 UNIT_NAME = "rocm-fleet-boot-check.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
-STATE_DIR = f"{REMOTE_DIR}/boot-check"
+STATE_DIR = BOOT_CHECK_STATE_DIR  # where `verify boot-check` keeps its result, and the status task reads it
 DRIVER_WAIT_S = 120  # how long the command waits for /dev/kfd after boot (udev loads amdgpu)
 PROBE_LIMIT_S = 900  # the runtime probe's limit (verify check --timeout)
 # The unit's own limit: the driver wait, the probe's limit, and the static part and start-up with room to spare.
@@ -35,8 +36,13 @@ UNIT_LIMIT_S = DRIVER_WAIT_S + PROBE_LIMIT_S + 180
 
 def boot_check_arguments(check_arguments: list[str]) -> list[str]:
     """`verify boot-check` arguments from the verification stage's `verify check` arguments (the same question:
-    roles/verification/deploy.py's check_arguments), with the boot check's own limits and state directory."""
+    roles/verification/deploy.py's check_arguments, `--metrics-dir` included), with the boot check's own limits and
+    state directory. What is `check`'s own goes: `--json`, and `--keep-in DIR` (the boot check keeps its result in
+    its state directory, never as the verification's report)."""
     arguments = [a for a in check_arguments if a != "--json"]
+    if "--keep-in" in arguments:
+        at = arguments.index("--keep-in")
+        del arguments[at:at + 2]
     if arguments[:1] == ["check"]:
         arguments = arguments[1:]
     return ["boot-check", *arguments, "--timeout", str(PROBE_LIMIT_S), "--driver-wait", str(DRIVER_WAIT_S),

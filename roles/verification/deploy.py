@@ -1,13 +1,15 @@
 """The verification stage as a pyinfra deploy: upload the verifier, run every check on the host, keep the report.
 
-Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
-venv's python (with -B, so not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv
-another account owns: the verifier runs as root, the code in the venv is its owner's. The verifier runs only when its
-sha256 is this checkout's (`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads
-strictly). On the controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A
-host passes only on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose
-verdict is "fail" is failed with the report's one-line reason, a host whose output proves nothing with one line saying
-what was wrong. pyinfra then runs nothing more on it and exits 1.
+Changes nothing on the host but the uploaded verifier (`roles.verifier`) and what the verifier keeps of its run: the
+report, as /var/lib/rocm-fleet/last-verify.json (read back by the status task), and node_exporter's rocm_fleet.prom
+when `node_exporter_textfile_dir` is set and exists. The checks only read files and run the venv's python (with -B, so
+not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv another account owns: the
+verifier runs as root, the code in the venv is its owner's. The verifier runs only when its sha256 is this checkout's
+(`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads strictly). On the controller
+it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A host passes only on a report
+that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose verdict is "fail" is failed with
+the report's one-line reason, a host whose output proves nothing with one line saying what was wrong. pyinfra then
+runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from roles.stage import stage
 from roles.verification.fleet import fleet_summary
 from roles.verification.report_history import compare_and_keep, drift_lines
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, save_report
+from verify.api import KEPT_STATE_ROOT
 from roles.verifier import upload_verifier, verifier_command
 
 
@@ -35,8 +38,12 @@ def check_arguments(settings: HostSettings) -> list[str]:
         "--expect-bitsandbytes", settings.bitsandbytes_version,
         "--device", settings.verify_device,
         "--probe-user", settings.venv_owner,
+        # Keep the report on the host too (/var/lib/rocm-fleet/last-verify.json): the status task reads it back.
+        "--keep-in", KEPT_STATE_ROOT,
         "--json",
     ]
+    if settings.node_exporter_textfile_dir:
+        arguments[-1:-1] = ["--metrics-dir", settings.node_exporter_textfile_dir]
     if not settings.gpu_required:
         arguments.insert(-1, "--no-gpu-required")
     if settings.torch_label:

@@ -10,6 +10,11 @@ handler (`BaseStateCallback`), registered by the verification deploy the first t
   everyone earlier: the last write wins);
 - `operation_host_error` remembers where a host failed, for hosts that never reached verification.
 Hosts in the run that never connected are marked unreachable. Nothing is written for `--dry` (nothing executed).
+Each verification run adds every host's verdict to reports/history.json (verdict_history.py: the page's strip).
+
+The status task (roles/status) uses the same writer, `FleetSummary.for_status`: its outcomes are whole (what each
+host keeps, read at plan time), it writes reports/status.md and status.html, also for `--dry` (reading is all it
+does), and it leaves the history alone (it re-reads results, it is not a new run).
 A small wrapper script around `pyinfra` would also work, but would not run for the plain
 `pyinfra INVENTORY tasks/verify.py` that re-verifies a fleet after apt upgrades.
 """
@@ -18,20 +23,15 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from pyinfra.api.state import BaseStateCallback
 
-from roles.verification.summary import (
-    NOT_VERIFIED,
-    UNREACHABLE,
-    VERIFIED,
-    HostOutcome,
-    fleet_counts,
-    render_html,
-    render_markdown,
-    row_for,
-)
+from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, row_for
+from roles.verification.summary import fleet_counts, render_markdown
+from roles.verification.summary_html import render_html
+from roles.verification.verdict_history import VerdictHistory
 from verify.api import Report
 
 # pyinfra's CLI only prints records of the "pyinfra" logger tree.
@@ -39,30 +39,43 @@ log = logging.getLogger("pyinfra.rocm_fleet.verification")
 
 SUMMARY_MARKDOWN = "summary.md"
 SUMMARY_HTML = "summary.html"
+STATUS_MARKDOWN = "status.md"
+STATUS_HTML = "status.html"
 
 
 class FleetSummary(BaseStateCallback):
-    def __init__(self, reports_dir: Path, title: str = "rocm-fleet verification"):
+    def __init__(self, reports_dir: Path, title: str = "rocm-fleet verification",
+                 files: tuple[str, str] = (SUMMARY_MARKDOWN, SUMMARY_HTML), *, status: bool = False):
         self.reports_dir = reports_dir
         self.title = title
-        self.reports: dict[str, Report] = {}
-        self.no_report: dict[str, str] = {}  # host → why verification gave no report
+        self.files = files
+        self.status = status  # the status task's summary: see the module's docstring
+        self.run_id = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + f"/{id(self):x}"
+        self.recorded: dict[str, HostOutcome] = {}  # host → its outcome, once the host said something
         self.labels: dict[str, str | None] = {}
-        self.drift: dict[str, tuple[str, ...]] = {}
         self.failed_at: dict[str, str] = {}
         self.disconnected: set[str] = set()
         self.written: tuple[Path, Path] | None = None
 
-    # --- what the verification deploy tells us ----------------------------------------------------------------
+    @classmethod
+    def for_status(cls, reports_dir: Path) -> FleetSummary:
+        return cls(reports_dir, "rocm-fleet status", (STATUS_MARKDOWN, STATUS_HTML), status=True)
+
+    # --- what the deploys tell us ------------------------------------------------------------------------------
     def record_report(self, host_name: str, report: Report, torch_label: str | None,
                       drift: tuple[str, ...] = ()) -> None:
-        self.drift[host_name] = tuple(drift)
-        self.reports[host_name] = report
         self.labels[host_name] = torch_label
+        self.recorded[host_name] = HostOutcome(host_name, VERIFIED, report, torch_label=torch_label,
+                                               drift=tuple(drift))
 
     def record_no_report(self, host_name: str, why: str, torch_label: str | None) -> None:
-        self.no_report[host_name] = why
         self.labels[host_name] = torch_label
+        self.recorded[host_name] = HostOutcome(host_name, NOT_VERIFIED, detail=why, torch_label=torch_label)
+
+    def record(self, outcome: HostOutcome) -> None:
+        """A host's whole outcome (the status task)."""
+        self.labels[outcome.host] = outcome.torch_label
+        self.recorded[outcome.host] = outcome
 
     def note_label(self, host_name: str, torch_label: str | None) -> None:
         self.labels.setdefault(host_name, torch_label)
@@ -75,7 +88,7 @@ class FleetSummary(BaseStateCallback):
 
     def host_disconnect(self, state, host):
         self.disconnected.add(host.name)
-        if not state.is_executing:
+        if not state.is_executing and not self.status:
             return  # --dry, --debug-operations …: nothing ran, nothing to summarise
         if {h.name for h in state.activated_hosts} <= self.disconnected:
             self.write(state)
@@ -89,13 +102,13 @@ class FleetSummary(BaseStateCallback):
                 continue
             name = host.name
             label = self.labels.get(name)
-            if name in self.reports:
-                outcomes.append(HostOutcome(name, VERIFIED, self.reports[name], torch_label=label,
-                                            drift=self.drift.get(name, ())))
+            if name in self.recorded:
+                outcomes.append(self.recorded[name])
             elif name not in activated:
                 outcomes.append(HostOutcome(name, UNREACHABLE, detail="could not connect", torch_label=label))
             else:
-                why = self.no_report.get(name) or self.failed_at.get(name) or "verification did not run on this host"
+                why = self.failed_at.get(name) or ("nothing was read from this host" if self.status
+                                                   else "verification did not run on this host")
                 outcomes.append(HostOutcome(name, NOT_VERIFIED, detail=why, torch_label=label))
         return outcomes
 
@@ -103,13 +116,18 @@ class FleetSummary(BaseStateCallback):
         outcomes = self.outcomes(state)
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         self.reports_dir.mkdir(parents=True, exist_ok=True)
-        markdown = self.reports_dir / SUMMARY_MARKDOWN
-        page = self.reports_dir / SUMMARY_HTML
+        history = VerdictHistory(self.reports_dir)
+        if not self.status:
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            history.record(self.run_id, {o.host: (row_for(o).verdict, at) for o in outcomes})
+        outcomes = [replace(o, history=history.of(o.host)) for o in outcomes]
+        markdown = self.reports_dir / self.files[0]
+        page = self.reports_dir / self.files[1]
         markdown.write_text(render_markdown(outcomes, title=self.title, generated_at=stamp), encoding="utf-8")
         page.write_text(render_html(outcomes, title=self.title, generated_at=stamp), encoding="utf-8")
         counts = fleet_counts(row_for(o) for o in outcomes)
         log.info(
-            "fleet summary: %s — %s and %s",
+            "%s: %s — %s and %s", "fleet status" if self.status else "fleet summary",
             ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items())) or "no hosts",
             markdown, page,
         )
@@ -117,11 +135,11 @@ class FleetSummary(BaseStateCallback):
         return self.written
 
 
-def fleet_summary(state, reports_dir: Path) -> FleetSummary:
+def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSummary:
     """The run's summary writer, registered on first use (every host's deploy asks; one handler per run)."""
     for handler in state.callback_handlers:
-        if isinstance(handler, FleetSummary):
+        if isinstance(handler, FleetSummary) and handler.status == status:
             return handler
-    handler = FleetSummary(reports_dir)
+    handler = FleetSummary.for_status(reports_dir) if status else FleetSummary(reports_dir)
     state.add_callback_handler(handler)
     return handler

@@ -1,136 +1,64 @@
-"""The fleet summary: one row per host, as Markdown and as one self-contained HTML page (no external assets).
+"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per host.
 
-Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
-torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
-their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
-UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why); so is a host
-whose report does not prove what it says (verify/report/report.py `judge_report`, the rule the verification stage
-applies): a row says PASS or WARN only for a report that proves it.
+Pure: takes the hosts' outcomes and returns groups, counts and Markdown text (each host's row is host_row.py, the
+HTML page summary_html.py). Read top down, a summary says:
+
+1. **Findings** — every host in exactly one group, by what explains it best: its most telling failing check (the
+   report's own priority, the one its one-line reason names), else its warning, else "unreachable", "not verified"
+   or its pass line. "12 hosts ws[05-16]: FAIL linkage.static: libhipblas.so.3 … not found — install ROCm 7.2.4 (…)".
+   Host names are folded (python-hostlist: ws[05-16]). Under each group, the other findings of its hosts, once each,
+   with the hosts that have them.
+2. **Checks** — per check, how many hosts pass, warn, fail or skipped it.
+3. **Hosts** — one short row per host: verdict and the check behind it (never the long reason again), OS, ROCm,
+   torch, bitsandbytes, GPUs and archs, the kernel (and the one that boots next, a failed boot-time check), linkage,
+   strays, NF4 error, and as of when.
+
+A host passes only on a report that proves it, and later results can only make it worse: host_row.py says how.
 """
 
 from __future__ import annotations
 
-import html
-from dataclasses import dataclass
-from typing import Iterable
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
-from verify.api import PASS, Report
+import hostlist
 
-VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
-COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
-NONE = "—"
+from roles.verification.host_row import COLUMNS, LABEL_MARK, Finding, HostOutcome, Row, row_for
 
-
-@dataclass(frozen=True)
-class HostOutcome:
-    host: str
-    state: str  # VERIFIED | UNREACHABLE | NOT_VERIFIED
-    report: Report | None = None
-    detail: str | None = None  # one line: why there is no report
-    torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/verification/report_history.py)
+CHECK_STATUSES = ("pass", "warn", "fail", "skip")
+# How a group's verdict orders the findings: what needs a person first.
+VERDICT_ORDER = ("FAIL", "NOT VERIFIED", "UNREACHABLE", "WARN", "PASS")
 
 
 @dataclass(frozen=True)
-class Row:
-    host: str
-    verdict: str  # PASS | WARN | FAIL | UNREACHABLE | NOT VERIFIED
-    reason: str
-    torch: str = NONE
-    os: str = NONE
-    rocm: str = NONE
-    bitsandbytes: str = NONE
-    gpus: str = NONE
-    linkage: str = NONE
-    strays: str = NONE
-    nf4: str = NONE
-    problems: tuple[str, ...] = ()  # failing and warning checks, and the drift, one line each
+class Group:
+    """Hosts whose verdict rests on the same finding."""
+
+    verdict: str
+    text: str  # what the hosts' verdict rests on: "linkage.static: libhipblas.so.3 … not found …", "could not connect"
+    rows: tuple[Row, ...]
+    also: tuple[tuple[Finding, tuple[str, ...]], ...] = field(default=())  # other findings, and which hosts have them
 
     @property
-    def cells(self) -> tuple[str, ...]:
-        """One per COLUMNS entry after "Host"."""
-        return (self.os, self.rocm, self.torch, self.bitsandbytes, self.gpus, self.linkage, self.strays, self.nf4,
-                self.verdict)
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(row.host for row in self.rows)
+
+    @property
+    def line(self) -> str:
+        return f"{self.verdict} {self.text}"
 
 
-def _gpus(report: Report) -> str:
-    gpus, mode = report.facts.gpus, report.facts.device_mode
-    if gpus is None:
-        return "not probed"
-    if not gpus:
-        return "none (CPU run)" if mode == "cpu" else "none"
-    archs = ", ".join(f"{g.arch or '?'}{'' if g.supported else ' ⚠'}" for g in gpus)
-    note = " — CPU run" if mode == "cpu" else ""
-    return f"{len(gpus)} ({archs}){note}"
+def fold(names: Iterable[str]) -> str:
+    """Host names folded the way cluster tools write them: ws1, ws2, ws3, ws7 → "ws[1-3,7]"."""
+    names = list(names)
+    try:
+        return hostlist.collect_hostlist(names)
+    except (hostlist.BadHostlist, ValueError, TypeError):  # a name hostlist's grammar cannot carry: listed as is
+        return ", ".join(sorted(names))
 
 
-def _nf4(report: Report) -> str:
-    runs = report.facts.nf4
-    if not runs:
-        return "not run"
-    parts = []
-    for run in runs:
-        value = run.roundtrip_mean_abs_error
-        number = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
-        flag = "" if run.status == PASS else " ✗"
-        parts.append(f"{run.device or '?'} {number}{flag}")
-    text = ", ".join(parts)
-    if not any(run.gpu_pass for run in runs):
-        text += " (CPU, not a GPU pass)"
-    return text
-
-
-def _strays(report: Report) -> str:
-    strays = report.facts.strays
-    if strays is None:
-        return "not checked"
-    if not strays.count:
-        return "none"
-    risky = set(strays.binding_risk)
-    # The packages that ship a SONAME a ROCm 7.2 consumer could bind to matter most: list them first, so the cut
-    # to four names never hides one behind "+N".
-    names = sorted(strays.packages, key=lambda name: name not in risky)
-    shown = ", ".join(f"{n}{' ⚠' if n in risky else ''}" for n in names[:4])
-    more = f" +{len(names) - 4}" if len(names) > 4 else ""
-    return f"{strays.count}: {shown}{more}"
-
-
-def _linkage(report: Report) -> str:
-    linkage = report.facts.linkage
-    if not linkage:
-        return "not checked"
-    detail = linkage.short or linkage.reason
-    return f"{linkage.status.upper()}: {detail}" if detail else linkage.status.upper()
-
-
-def row_for(outcome: HostOutcome) -> Row:
-    report = outcome.report
-    judged = report.judge() if report is not None else None
-    if judged is not None and not judged.trustworthy:
-        report, outcome = None, HostOutcome(outcome.host, NOT_VERIFIED, detail=f"not proven — {judged.line()}",
-                                            torch_label=outcome.torch_label)
-    if report is None:
-        verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
-        reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
-        return Row(outcome.host, verdict, reason, torch=outcome.torch_label or NONE)
-    torch = report.facts.torch or "not installed"
-    label = report.request.torch_label or outcome.torch_label
-    if label:
-        torch = f"{torch} ({label})"
-    return Row(
-        # judged: PASS and WARN only where the report proves them
-        outcome.host, report.verdict.upper(), report.reason,
-        torch=torch,
-        os=report.host.os or "?",
-        rocm=report.facts.rocm or "none",
-        bitsandbytes=report.facts.bitsandbytes or "not installed",
-        gpus=_gpus(report),
-        linkage=_linkage(report),
-        strays=_strays(report),
-        nf4=_nf4(report),
-        problems=tuple(check.line for check in report.problems) + tuple(outcome.drift),
-    )
-
+# --- the fleet -----------------------------------------------------------------------------------------------------
 
 def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
     counts: dict[str, int] = {}
@@ -139,11 +67,62 @@ def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
     return counts
 
 
-def _counts_line(rows: list[Row]) -> str:
+def counts_line(rows: Sequence[Row]) -> str:
     counts = fleet_counts(rows)
     order = ("PASS", "WARN", "FAIL", "NOT VERIFIED", "UNREACHABLE")
     return ", ".join(f"{counts[k]} {k.lower()}" for k in order if counts.get(k)) or "no hosts"
 
+
+def groups(rows: Sequence[Row]) -> list[Group]:
+    """Every host in one group, by what its verdict rests on; failures first, then the larger groups."""
+    by_key: dict[tuple, list[Row]] = {}
+    for row in rows:
+        by_key.setdefault(row.group_key, []).append(row)
+    found = []
+    for key, members in by_key.items():
+        lead = members[0].lead
+        if lead is None:
+            text = members[0].reason
+        else:
+            text = f"{lead.check}: {lead.text}" if lead.check else lead.text
+        also: dict[tuple, tuple[Finding, list[str]]] = {}
+        for row in members:
+            for finding in row.findings:
+                if finding.key != key:
+                    also.setdefault(finding.key, (finding, []))[1].append(row.host)
+        ordered = sorted(also.values(), key=lambda item: (item[0].rank, -len(item[1])))
+        found.append(Group(members[0].verdict, text, tuple(members),
+                           tuple((finding, tuple(hosts)) for finding, hosts in ordered)))
+    return sorted(found, key=lambda g: (VERDICT_ORDER.index(g.verdict) if g.verdict in VERDICT_ORDER else 9,
+                                        -len(g.rows), g.text))
+
+
+def check_counts(rows: Sequence[Row]) -> list[tuple[str, Counter]]:
+    """(check id, Counter of statuses) in the order the checks first appear."""
+    counts: dict[str, Counter] = {}
+    for row in rows:
+        for check, status in row.checks:
+            counts.setdefault(check, Counter())[status] += 1
+    return list(counts.items())
+
+
+def torch_labels(rows: Sequence[Row]) -> list[tuple[str, tuple[str, ...]]]:
+    """(label, hosts) for the torch stand-in labels the table marks with LABEL_MARK."""
+    labels: dict[str, list[str]] = {}
+    for row in rows:
+        if row.torch_label:
+            labels.setdefault(row.torch_label, []).append(row.host)
+    return [(label, tuple(hosts)) for label, hosts in labels.items()]
+
+
+def hosts_phrase(hosts: Sequence[str], of: int | None = None) -> str:
+    """"12 hosts ws[05-16]", "1 host ws3"; "all 12" when `of` says the hosts are the whole group."""
+    if of is not None and len(hosts) == of and of > 1:
+        return f"all {of}"
+    return f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} {fold(hosts)}"
+
+
+# --- Markdown --------------------------------------------------------------------------------------------------------
 
 def _md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -151,63 +130,22 @@ def _md(text: str) -> str:
 
 def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
     rows = [row_for(o) for o in outcomes]
-    lines = [
-        f"# {title}",
-        "",
-        f"{len(rows)} host(s): {_counts_line(rows)} — written {generated_at}",
-        "",
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---" for _ in COLUMNS) + "|",
-    ]
+    lines = [f"# {title}", "", f"{len(rows)} host(s): {counts_line(rows)} — written {generated_at}", "",
+             "## Findings", ""]
+    for group in groups(rows):
+        lines.append(f"- **{_md(hosts_phrase(group.hosts))}** — **{group.verdict}** {_md(group.text)}")
+        lines += [f"  - {_md(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}"
+                  for finding, hosts in group.also]
+    counted = check_counts(rows)
+    if counted:
+        lines += ["", "## Checks", "", "| Check | " + " | ".join(CHECK_STATUSES) + " |",
+                  "|---|" + "---:|" * len(CHECK_STATUSES)]
+        lines += [f"| {_md(check)} | " + " | ".join(str(counts.get(s, 0) or "") for s in CHECK_STATUSES) + " |"
+                  for check, counts in counted]
+    lines += ["", "## Hosts", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
-        cells = (row.host, *row.cells[:-1], f"**{row.verdict}**: {row.reason}")
-        lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
-    details = [row for row in rows if row.problems]
-    if details:
-        lines += ["", "## What to look at", ""]
-        for row in details:
-            lines.append(f"- **{_md(row.host)}**")
-            lines += [f"  - {_md(problem)}" for problem in row.problems]
+        verdict, *rest = row.cells
+        lines.append("| " + " | ".join(_md(c) for c in (row.host, f"**{verdict}**", *rest)) + " |")
+    for label, hosts in torch_labels(rows):
+        lines += ["", f"{LABEL_MARK} torch on {_md(hosts_phrase(hosts))}: {_md(label)}"]
     return "\n".join(lines) + "\n"
-
-
-_STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem;color:#1d1d1f}
-h1{font-size:1.3rem;margin:0 0 .3rem}p.meta{color:#555;margin:0 0 1rem}
-table{border-collapse:collapse;font-size:.85rem;width:100%}
-th,td{border:1px solid #ccc;padding:.3rem .45rem;text-align:left;vertical-align:top}
-th{background:#f0f0f3}td.v{font-weight:600;white-space:nowrap}
-tr.PASS td.v{background:#d9f2dd;color:#14591f}tr.WARN td.v{background:#fdf0c8;color:#6b4d00}
-tr.FAIL td.v{background:#f9d7d5;color:#7a1612}tr.UNREACHABLE td.v,tr.NOTVERIFIED td.v{background:#e4e4e8;color:#333}
-td.r{max-width:28rem}ul{font-size:.85rem}li.fail{color:#7a1612}li.warn{color:#6b4d00}
-"""
-
-
-def render_html(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
-    rows = [row_for(o) for o in outcomes]
-    esc = html.escape
-    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS[:-1]) + "<th>Verdict</th><th>Reason</th>"
-    body = []
-    for row in rows:
-        cells = "".join(f"<td>{esc(c)}</td>" for c in (row.host, *row.cells[:-1]))
-        body.append(
-            f'<tr class="{esc(row.verdict.replace(" ", ""))}">{cells}'
-            f'<td class="v">{esc(row.verdict)}</td><td class="r">{esc(row.reason)}</td></tr>'
-        )
-    details = []
-    for row in rows:
-        if not row.problems:
-            continue
-        items = "".join(
-            f'<li class="{esc(p.split(" ", 1)[0].lower())}">{esc(p)}</li>' for p in row.problems
-        )
-        details.append(f"<h2>{esc(row.host)}</h2><ul>{items}</ul>")
-    details_html = f"<section><h1>What to look at</h1>{''.join(details)}</section>" if details else ""
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
-        f"<h1>{esc(title)}</h1><p class=\"meta\">{len(rows)} host(s): {esc(_counts_line(rows))} — written "
-        f"{esc(generated_at)}</p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-        f"{details_html}</body></html>\n"
-    )

@@ -14,7 +14,7 @@ import pytest
 
 from localfleet.demo_verdict import judge_host
 from tests.e2e.conftest import HOSTS, PLAIN, STANDIN, STRAYS
-from tests.support.fleet_deploy import deploy, host_lines, summary_row
+from tests.support.fleet_deploy import deploy, host_lines, summary_finding, summary_row
 from tests.support.standin_rocm_tree import MARKER
 from tests.support.verify_runs import check_by_id
 from verify.ld.lddview import parse_ldd_output
@@ -64,9 +64,10 @@ def test_the_first_deploy_verifies_every_host_and_fails_each_as_expected(deploye
         assert report is not None, f"no report for {host}:\n{first.log[-3000:]}"
         assert any(line.startswith(f"{host}: verification failed — ") for line in host_lines(first.log, host))
     assert "3 host(s): 3 fail" in deployed.first_summary
-    # The torch stand-in is named wherever torch is shown.
+    # The torch stand-in is marked wherever torch is shown, and named once for all three.
     for host in HOSTS:
-        assert "2.13.0+cpu (torch 2.13.0 CPU, stand-in for the ROCm wheel" in summary_row(deployed.first_summary, host)
+        assert "| 2.13.0+cpu † |" in summary_row(deployed.first_summary, host)
+    assert "\n† torch on 3 hosts ws[1-3]: torch 2.13.0 CPU, stand-in for the ROCm wheel" in deployed.first_summary
 
 
 def test_strays_pulled_in_by_apt_are_named_attributed_and_flagged(deployed):
@@ -120,8 +121,10 @@ def test_a_host_without_system_rocm_fails_because_libhipblas_is_not_found(deploy
                              "RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib, ld.so.cache, system dirs — install ROCm "
                              "7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms)"), reason
     assert "\n" not in reason
-    # One line, in the summary and in the run's output.
-    assert summary_row(deployed.first_summary, PLAIN).endswith(f"| **FAIL**: {reason} |")
+    # One line, in the summary (its finding, once, with the hosts that share it; its row names the check) and in
+    # the run's output.
+    assert summary_finding(deployed.first_summary, PLAIN) == f"**FAIL** linkage.static: {linkage['reason']}"
+    assert summary_row(deployed.first_summary, PLAIN).startswith(f"| {PLAIN} | **FAIL** | linkage.static +")
     assert any(line.startswith(f"{PLAIN}: verification failed — {reason} (report: ")
                for line in host_lines(deployed.first.log, PLAIN))
     # And it is the result bin/demo calls expected (localfleet/demo_verdict.py), as it is on the strays host.

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
-from tests.support.fleet_deploy import deploy, host_lines, read_reports, summary_row
+from tests.support.fleet_deploy import deploy, host_lines, read_reports, summary_finding, summary_row
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -41,7 +41,8 @@ def test_an_unreachable_host_is_marked_the_others_finish_and_the_run_fails(deplo
     assert after[DOWN] == before[DOWN]  # nothing new from the unreachable host
 
     summary = (deployed.reports_dir / "summary.md").read_text(encoding="utf-8")
-    assert summary_row(summary, DOWN).endswith("| **UNREACHABLE**: could not connect |"), summary
+    assert summary_row(summary, DOWN).startswith(f"| {DOWN} | **UNREACHABLE** | — |"), summary
+    assert summary_finding(summary, DOWN) == "**UNREACHABLE** could not connect"
     assert "3 host(s): 2 fail, 1 unreachable" in summary
     # The unreachable host's old report is not passed off as this run's.
     assert "linkage" not in summary_row(summary, DOWN).lower()

@@ -34,6 +34,13 @@ def test_defaults_come_from_pins():
     assert settings.workstation_users == ()
 
 
+def test_the_metrics_file_is_on_by_default_and_off_with_none():
+    assert check_data("ws-01", {})[0].node_exporter_textfile_dir == "/var/lib/prometheus/node-exporter"
+    assert check_data("ws-01", {"node_exporter_textfile_dir": None})[0].node_exporter_textfile_dir is None
+    assert check_data("ws-01", {"node_exporter_textfile_dir": "/srv/metrics/"})[0].node_exporter_textfile_dir == \
+        "/srv/metrics"
+
+
 def test_valid_data_is_normalised():
     settings, _ = check_data("ws-01", {"repo_radeon_base_url": "http://mirror.lab:8080/radeon/",
                                        "workstation_users": ["maria", "tom"], "venv_path": "/srv/venvs/ml/",
@@ -64,6 +71,9 @@ def test_valid_data_is_normalised():
      "got '/opt/../venv', expected a plain absolute path without '..', '//' or '.' parts"),
     ({"wheelhouse": "wheels"}, "wheelhouse",
      "got the relative path 'wheels', expected an absolute path such as '/opt/rocm-fleet/venv'"),
+    ({"node_exporter_textfile_dir": "node-exporter"}, "node_exporter_textfile_dir",
+     "got the relative path 'node-exporter', expected an absolute path such as '/opt/rocm-fleet/venv'"),
+    ({"node_exporter_textfile_dir": "/var/lib/node exporter"}, "node_exporter_textfile_dir", None),
     ({"stray_policy": "purge"}, "stray_policy", "got the string 'purge', expected one of: 'report', 'remove'"),
     ({"rocm_other_release": "side_by_side"}, "rocm_other_release",
      "got the string 'side_by_side', expected one of: 'stop', 'side-by-side'"),
@@ -88,8 +98,10 @@ def test_each_bad_value_is_one_problem_naming_key_and_fix(data, key, detail):
     assert [k for k, _ in problems] == [key]
     if detail is not None:
         assert problems[0][1] == detail
-    else:
+    elif key == "torch_spec":
         assert problems[0][1].startswith("got 'torch=2.13', not a pip requirement (")
+    else:  # it reaches the hook line and the verifier's arguments: the character policy
+        assert problems[0][1].startswith("got '/var/lib/node exporter', which has a space at character 14")
 
 
 # --- one character policy for what reaches a host (venv_path, the URLs, bitsandbytes_version) -------------------------

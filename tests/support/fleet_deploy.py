@@ -6,6 +6,7 @@
     run = deploy(fleet.inventory, dry=True)                         # pyinfra INVENTORY deploy.py --dry --json
     host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
+    summary_finding(summary, "ws2")                                 # the finding its verdict rests on
     snapshot(host.root)                                             # every path of a host's filesystem, to compare
     boot_unit_command(host.root)                                    # the boot unit's ExecStart, to run by hand
 
@@ -17,9 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import hostlist
 
 from tests.support.chroot_hosts import PyinfraRun, finished
 
@@ -69,6 +73,18 @@ def summary_row(summary: str, host: str) -> str:
     rows = [line for line in summary.splitlines() if line.startswith(f"| {host} |")]
     assert len(rows) == 1, f"the summary has {len(rows)} rows for {host}:\n{summary}"
     return rows[0]
+
+
+def summary_finding(summary: str, host: str) -> str:
+    """The finding `host`'s verdict rests on, as the summary's Findings list says it ("**FAIL** linkage.static: …"),
+    found by the host's name in the group's folded list (ws[1-3] counts for ws2)."""
+    found = []
+    for line in summary.split("## Findings", 1)[1].split("\n## ", 1)[0].splitlines():
+        match = re.match(r"- \*\*\d+ hosts? (.+?)\*\* — (.*)$", line)
+        if match and host in hostlist.expand_hostlist(match.group(1)):
+            found.append(match.group(2))
+    assert len(found) == 1, f"the summary has {len(found)} findings for {host}:\n{summary}"
+    return found[0]
 
 
 def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:

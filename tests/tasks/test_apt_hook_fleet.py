@@ -108,14 +108,16 @@ def test_purging_it_clears_the_warning(fleet):
     assert "stray package gone: librocm-smi64-1 5.2.3-2" in cleared
 
 
-def test_verify_changes_nothing_on_the_host_but_the_uploaded_verifier_and_states_what_cleared(fleet):
+def test_verify_changes_nothing_on_the_host_but_the_verifier_and_its_kept_report_and_states_what_cleared(fleet):
     up, host, _ = fleet
     before = snapshot(host.root)
     run = deploy(up.inventory, "tasks/verify.py")
     after = snapshot(host.root)
     assert run.returncode == 1, run.explain()
     moved = sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
-    assert set(moved) <= {"/var/lib/rocm-fleet/verify.pyz"}, moved
+    # The report the verifier keeps for the status task is replaced (renamed into its directory); nothing else.
+    kept = "/var/lib/rocm-fleet/last-verify.json"
+    assert kept in moved and set(moved) <= {"/var/lib/rocm-fleet", "/var/lib/rocm-fleet/verify.pyz", kept}, moved
     assert "[ws1] DRIFT better since the previous report (" in run.log, run.explain()
     assert "stray package gone: librocm-smi64-1 5.2.3-2" in run.log, run.explain()
 

@@ -13,6 +13,9 @@ same code as `verify check --static-only`; no torch import, no GPU — keeps the
     amdgpu.ko (a kernel this dpkg run installed without it is also a WARNING block line: "kernel 6.8.0-51-generic
     was installed without amdgpu.ko: it boots next — after the next reboot the GPU is gone").
 
+With `--metrics-dir DIR` it then rewrites node_exporter's DIR/rocm_fleet.prom from every result kept beside its state
+directory (verify/report/metrics.py: its own, the verification's, the boot check's); a failure there is one line too.
+
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
 exception, the time limit, a bad argument such as `--time-limit nan`) prints one line. A hostile file where a library
 or the dpkg database should be (a FIFO, a device node, a sparse ELF claiming a terabyte) is a finding of the check,
@@ -66,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-limit", type=_time_limit, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                         help="give up (with one line) after this long, so that apt never waits on the hook "
                         f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)")
+    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
+                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
+                             "directory's parent (when DIR exists)")
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
 
 
@@ -171,7 +177,22 @@ def hook(args: argparse.Namespace) -> list[str]:
     except OSError as error:
         lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
                      "run compares with an older one")
+    if args.metrics_dir is not None:
+        lines += _write_metrics(args.metrics_dir, args.state_dir.parent)
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
+
+
+def _write_metrics(directory: Path, kept_root: Path) -> list[str]:
+    """Refresh the metrics file; one line when that fails (the check's own lines still follow)."""
+    from verify.report.metrics import FILE_NAME, write_metrics
+
+    try:
+        write_metrics(directory, kept_root)
+    except _OneLine:
+        raise  # the time limit: the hook stops with its own line
+    except Exception as error:  # noqa: BLE001 — the metrics must never cost apt the hook's message
+        return [f"{PREFIX} could not write {directory / FILE_NAME} ({_one_line(error)}); apt is not affected"]
+    return []
 
 
 def describe(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:

@@ -12,7 +12,9 @@ boot), up to `--driver-wait` seconds, checking for /dev/kfd rather than sleeping
 The result — the whole report, the boot id, the kernel and the kernel of the previous result — is kept in
 `--state-dir` (/var/lib/rocm-fleet/boot-check/last.json, beside the apt hook's state), from where `verify check`
 carries it into its report and the controller's drift says what the reboot did ("after the reboot into
-6.8.0-51-generic the GPU is gone: …"). One line goes to stdout (the journal). Exit codes: 0 passed (warnings
+6.8.0-51-generic the GPU is gone: …"), and the status task reads it as it is (verify/report/kept.py). With
+`--metrics-dir DIR` it then rewrites node_exporter's DIR/rocm_fleet.prom from every result kept beside `--state-dir`
+(a failure there is one more line). One line goes to stdout (the journal). Exit codes: 0 passed (warnings
 allowed), 1 a check failed (also: already checked this boot, and it failed), 2 bad usage.
 """
 
@@ -25,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from verify.commands.check import add_arguments, options_from
+from verify.commands.check import add_arguments, options_from, refresh_metrics
 from verify.checks.probe_account import ProbeAccountError
 from verify.checks.registry import run_checks
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
@@ -102,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
         state.record(result)
     except OSError as error:
         print(f"{PREFIX} could not keep the result in {args.state_dir} ({error.strerror or error})")
+    # The metrics are made from every result kept beside the state directory (the verification's, the apt hook's).
+    problem = refresh_metrics(args.metrics_dir, args.state_dir.parent)
+    if problem is not None:
+        print(f"{PREFIX} {problem}")
     after = f" (after {last.kernel})" if last is not None and last.kernel != kernel else ""
     print(f"{PREFIX} {kernel}{after}: {report.verdict.upper()} — {report.reason}")
     return 1 if report.failed else 0

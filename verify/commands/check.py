@@ -1,5 +1,11 @@
 """`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
 
+`--keep-in DIR` also keeps the report on the host, as DIR/last-verify.json (the verification stage passes
+/var/lib/rocm-fleet, where the status task reads it back), and `--metrics-dir DIR` then rewrites node_exporter's
+DIR/rocm_fleet.prom from every result kept there (verify/report/metrics.py). Both are written atomically under a
+private name; a failure to write either is one line on stderr ("verify check: warning: …") and changes neither the
+report nor the exit code.
+
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
 `Report.exit_status` (verify/report/report.py), the same table the controller holds a report's exit status to.
 """
@@ -12,9 +18,11 @@ import re
 import sys
 from pathlib import Path
 
+from verify.checks.probe_account import ProbeAccountError
 from verify.checks.registry import CheckOptions, run_checks
 from verify.commands import seconds, write_stdout
-from verify.checks.probe_account import ProbeAccountError
+from verify.report.kept_files import VERIFY_REPORT, replace_file
+from verify.report.metrics import FILE_NAME, write_metrics
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
@@ -31,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--keep-in", type=Path, metavar="DIR",
+                        help=f"also keep the report as DIR/{VERIFY_REPORT} (the verification stage: /var/lib/rocm-fleet)")
     parser.set_defaults(run=run)
 
 
@@ -61,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expect-amd-repo", action="store_true",
                         help="ROCm comes from AMD's apt repositories on this host: check AMD's pin (present and "
                         "effective for the names the distributions share) and AMD's lists (apt.pin, apt.lists)")
+    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
+                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results this host keeps under "
+                             "/var/lib/rocm-fleet (check: in --keep-in's DIR), when DIR exists")
 
 
 def options_from(args: argparse.Namespace, command: str = "verify check") -> CheckOptions | str:
@@ -94,11 +107,17 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(options, str):
         print(options, file=sys.stderr)
         return 2
+    if args.metrics_dir is not None and args.keep_in is None:
+        print("verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)",
+              file=sys.stderr)
+        return 2
     try:
         report = run_checks(options)
     except (VenvError, ProbeAccountError) as error:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
+    if args.keep_in is not None:
+        keep(report, args.keep_in, args.metrics_dir)
     if args.json:
         write_stdout(json.dumps(report.to_json(), indent=1, sort_keys=False) + "\n")
     else:
@@ -106,3 +125,27 @@ def run(args: argparse.Namespace) -> int:
         lines += [f"  {_MARK[check.status]}  {check.id}: {check.reason}" for check in report.checks]
         write_stdout("\n".join(lines) + "\n")
     return report.exit_status
+
+
+def keep(report, directory: Path, metrics_dir: Path | None) -> None:
+    """Keep the report in `directory` and refresh the metrics file; what fails is a warning line, never the run's."""
+    try:
+        replace_file(str(directory), VERIFY_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
+    except OSError as error:
+        print(f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})",
+              file=sys.stderr)
+    problem = refresh_metrics(metrics_dir, directory)
+    if problem is not None:
+        print(f"verify check: warning: {problem}", file=sys.stderr)
+
+
+def refresh_metrics(metrics_dir: Path | None, kept_root: Path) -> str | None:
+    """Rewrite metrics_dir/rocm_fleet.prom from the results kept under `kept_root` (nothing when `metrics_dir` is
+    None); the one line saying why it could not, or None. `check --keep-in` and `boot-check` both end with it."""
+    if metrics_dir is None:
+        return None
+    try:
+        write_metrics(metrics_dir, kept_root)
+    except (OSError, ValueError, TypeError) as error:  # a kept file of another verifier's making included
+        return f"could not write {metrics_dir}/{FILE_NAME} ({getattr(error, 'strerror', None) or error})"
+    return None

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from verify.report.hook_state import StateError, _replace
-from verify.report.report import BootCheckFacts, Report, ReportError
-from verify.safe_read import read_text
+from verify.report.hook_state import StateDirectory, keep_file, read_result, unwrap
+from verify.report.kept_files import BOOT_CHECK_DIR, STATE_ROOT
+from verify.report.report import BootCheckFacts, Report
 
 KIND = "rocm-fleet.boot-check-result"
 VERSION = 1
-DEFAULT_DIR = "/var/lib/rocm-fleet/boot-check"
-LAST = "last.json"
+DEFAULT_DIR = f"{STATE_ROOT}/{BOOT_CHECK_DIR}"  # /var/lib/rocm-fleet/boot-check: also where the status task reads
 READ_LIMIT = 32 * 1024 * 1024  # a full report with the strays' evidence is well under 1 MB
 
 
@@ -46,40 +44,18 @@ class BootResult:
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> BootResult:
-        if not isinstance(data, dict) or data.get("kind") != KIND:
-            raise StateError(f"{where} is not a boot-check result")
-        if data.get("version") != VERSION:
-            raise StateError(f"{where} has format version {data.get('version')!r}, this verifier reads {VERSION}")
-        try:
-            report = Report.from_json(data.get("report"))
-        except ReportError as error:
-            raise StateError(f"{where} holds no report ({error})") from None
+        report = unwrap(data, where, KIND, VERSION, "a boot-check result")
         previous = data.get("previous_kernel")
         return cls(str(data.get("boot_id")), str(data.get("kernel")), str(data.get("checked_at")), report,
                    previous if isinstance(previous, str) else None)
 
 
-class BootState:
-    def __init__(self, directory: str | Path = DEFAULT_DIR):
-        self.directory = Path(directory)
-
-    @property
-    def last_path(self) -> Path:
-        return self.directory / LAST
+class BootState(StateDirectory):
+    default = DEFAULT_DIR
 
     def last(self) -> BootResult | None:
-        try:
-            text = read_text(self.last_path, READ_LIMIT, follow=False)  # our own state: never through a link
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as error:
-            raise StateError(f"{self.last_path} cannot be read ({error})") from None
-        try:
-            data = json.loads(text)
-        except ValueError as error:
-            raise StateError(f"{self.last_path} is not JSON ({error})") from None
-        return BootResult.from_json(data, str(self.last_path))
+        return read_result(self.last_path, READ_LIMIT, BootResult.from_json)
 
     def record(self, result: BootResult) -> None:
         self.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-        _replace(self.last_path, json.dumps(result.to_json(), indent=1) + "\n")
+        keep_file(self.last_path, json.dumps(result.to_json(), indent=1) + "\n")

@@ -526,11 +526,16 @@ def _schema_validator():
     return Validator(load_schema())
 
 
-def _priority(check: CheckResult) -> int:
+def check_priority(check_id: str) -> int:
+    """How telling a failure of this check is (lower: more; the headline's order, PRIORITY)."""
     for index, prefix in enumerate(PRIORITY):
-        if check.id == prefix or check.id.startswith(prefix + "."):
+        if check_id == prefix or check_id.startswith(prefix + "."):
             return index
     return len(PRIORITY)
+
+
+def _priority(check: CheckResult) -> int:
+    return check_priority(check.id)
 
 
 def headline(checks: Iterable[CheckResult]) -> str:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from roles.boot_check.model import UNIT_NAME, boot_check_arguments, exec_start, unit_text
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments
+from verify.cli import build_parser
 
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd)")
 
@@ -61,6 +63,13 @@ def test_the_command_is_the_verification_stages_question_once_per_boot():
     # Root runs the unit; the runtime probe and NF4 — the venv's code — run as its owner, as in the verification.
     owned = _arguments(venv_owner="alice")
     assert owned[owned.index("--probe-user") + 1] == "alice"
+    # `check`'s own --keep-in is left out (the boot check keeps its result in its state directory, never as the
+    # verification's report); node_exporter's directory is passed on, so the boot check refreshes the metrics too.
+    assert "--keep-in" not in arguments
+    assert arguments[arguments.index("--metrics-dir") + 1] == "/var/lib/prometheus/node-exporter"
+    # verify's own parser takes every argument: one it does not know would fail the unit at every boot.
+    parsed = build_parser("boot-check").parse_args(arguments)
+    assert parsed.metrics_dir == Path("/var/lib/prometheus/node-exporter") and parsed.torch_label.startswith("torch")
     line = exec_start("/usr/bin/python3", arguments)
     assert '--torch-label "torch 2.13.0 CPU, stand-in"' in line  # systemd's quoting: one word
     assert exec_start("/usr/bin/python3", ["a%b$c"]).endswith('"a%%b$$c"')  # specifiers and variables escaped

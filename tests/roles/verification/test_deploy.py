@@ -126,12 +126,18 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert report["request"]["torch_label"] == LABEL
     assert report["request"] == expected_request(settings(**inventory_data(venv, reports)))
     summary = (reports / "summary.md").read_text()
-    assert f"| @local | {report['host']['os']} | none | 2.13.0+cpu ({LABEL}) |" in summary
-    assert "| ws-down | — |" in summary and "**UNREACHABLE**: could not connect" in summary
+    assert f"| @local | **FAIL** | linkage.static +" in summary
+    assert f" | {report['host']['os']} | none | 2.13.0+cpu † |" in summary and f"† torch on 1 host @local: {LABEL}" in summary
+    assert "| ws-down | **UNREACHABLE** | — |" in summary and "- **1 host ws-down** — **UNREACHABLE** could not connect" in summary
     assert (reports / "summary.html").read_text().startswith("<!DOCTYPE html>")
+    # Each run's verdicts are kept for the page's history strip: one per host and run (the --dry run adds none).
+    history = json.loads((reports / "history.json").read_text())["hosts"]
+    assert [e["verdict"] for e in history["@local"]] == ["FAIL", "FAIL"]
+    assert [e["verdict"] for e in history["ws-down"]] == ["UNREACHABLE", "UNREACHABLE"]
 
-    # Nothing changed on the host but the uploaded verifier: not under /var/lib, not in the venv.
-    assert changed == ["./rocm-fleet", "./rocm-fleet/verify.pyz"]
+    # Nothing changed on the host but the uploaded verifier and the report it keeps (no node_exporter directory
+    # here, so no metrics file): not elsewhere under /var/lib, not in the venv.
+    assert changed == ["./rocm-fleet", "./rocm-fleet/last-verify.json", "./rocm-fleet/verify.pyz"]
     assert tree_state(venv) == before
 
     # Second run: the verifier upload changes nothing; only running the check and judging it execute. (Text output:
@@ -162,13 +168,17 @@ def settings(**data):
 
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
+    # The report is also kept on the host (for the status task), and the metrics file refreshed.
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
                        "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root",
+                       "--keep-in", "/var/lib/rocm-fleet", "--metrics-dir", "/var/lib/prometheus/node-exporter",
                        "--expect-amd-repo", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
-                                          torch_label=LABEL, rocm_install="skip"))
-    assert test_fleet[-7:] == ["cpu", "--probe-user", "root", "--no-gpu-required", "--torch-label", LABEL, "--json"]
-    assert "/srv/venv" in test_fleet
+                                          torch_label=LABEL, rocm_install="skip", node_exporter_textfile_dir=None))
+    assert test_fleet[-9:] == ["cpu", "--probe-user", "root", "--keep-in", "/var/lib/rocm-fleet", "--no-gpu-required",
+                               "--torch-label", LABEL, "--json"]
+    assert "/srv/venv" in test_fleet and "--metrics-dir" not in test_fleet
+    assert "/srv/metrics" in check_arguments(settings(node_exporter_textfile_dir="/srv/metrics"))
     # ROCm from AMD's repositories (rocm_install: install): their pin and lists are checked (apt.pin, apt.lists).
     assert "--expect-amd-repo" in default and "--expect-amd-repo" not in test_fleet
     # The venv's code runs as its owner: the verifier, root, is told whom.

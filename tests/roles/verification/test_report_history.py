@@ -15,7 +15,9 @@ import pytest
 
 from roles.verification.report_history import baseline, compare_and_keep, drift_lines, last_pass_path
 from roles.verification.reports import save_report
-from roles.verification.summary import VERIFIED, HostOutcome, render_html, render_markdown
+from roles.verification.host_row import VERIFIED, HostOutcome
+from roles.verification.summary import render_markdown
+from roles.verification.summary_html import render_html
 from tests.support.drift_images import Workstation, verify_report
 from verify.report.report import Report
 
@@ -82,13 +84,13 @@ def test_an_unreadable_last_passing_report_is_logged_and_skipped(reports, tmp_pa
     assert f"{last_pass_path(tmp_path, 'ws1')} is not a readable report" in caplog.text
 
 
-def test_the_fleet_summary_lists_the_drift_under_what_to_look_at(reports, tmp_path):
+def test_the_fleet_summary_lists_the_drift_under_the_hosts_finding(reports, tmp_path):
     arrive(tmp_path, reports["passing"])
     lines = drift_lines(arrive(tmp_path, reports["rsmi"]))
     outcome = HostOutcome("ws1", VERIFIED, reports["rsmi"], drift=lines)
     markdown = render_markdown([outcome], title="t", generated_at="now")
-    section = markdown.split("## What to look at", 1)[1]
-    assert f"  - {lines[0]}" in section.replace("\\|", "|")
+    section = markdown.split("## Findings", 1)[1].split("## Checks", 1)[0]
+    assert f"  - 1 host ws1: {lines[0]}" in section.replace("\\|", "|")
     assert all(line in section for line in lines)
     assert "new stray package: librocm-smi64-1 5.2.3-2" in render_html([outcome], title="t", generated_at="now")
 

@@ -1,30 +1,25 @@
-"""roles/verification/summary.py: the fleet summary, rendered from real reports.
+"""roles/verification/summary.py and summary_html.py: the fleet summary, rendered from real reports and from a
+synthetic fleet of sixty.
 
-The reports come from the real verifier: on the torch-cpu venv (fails: no system ROCm), with the HIP stand-in (the
-mock-library fallback), and on stand-in workstation images (tests/support/standin_rocm.py) that pass and warn.
+The real reports come from the real verifier: on the torch-cpu venv (fails: no system ROCm), with the HIP stand-in
+(the mock-library fallback), and on stand-in workstation images (tests/support/standin_rocm.py) that pass and warn.
+The synthetic fleet (tests/support/fleet_reports.py) is built as the verifier builds reports, for what only a large
+fleet shows: grouping, folding, counts. The page in a real browser: test_summary_page.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
 
-from roles.verification.summary import (
-    COLUMNS,
-    NOT_VERIFIED,
-    UNREACHABLE,
-    VERIFIED,
-    HostOutcome,
-    render_html,
-    render_markdown,
-    row_for,
-)
-from tests.support.report_samples import FACTS, edited, sample, sample_report
+from roles.verification.host_row import COLUMNS, NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, row_for
+from roles.verification.summary import check_counts, fold, groups, render_markdown
+from roles.verification.summary_html import CSP, render_html
+from tests.support.fleet_reports import NO_HIPBLAS, STRAY, fleet_of
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
-from verify.report.report import Report, StraysFacts
+from verify.report.report import Report
 
 LABEL = "torch 2.13.0 CPU, stand-in for the ROCm wheel"
 
@@ -59,37 +54,44 @@ def test_one_row_per_host_with_the_columns_a_person_needs(outcomes):
     rows = {row.host: row for row in map(row_for, outcomes)}
     assert [r.verdict for r in rows.values()] == ["FAIL", "FAIL", "PASS", "WARN", "UNREACHABLE", "NOT VERIFIED"]
     ws1 = dict(zip(COLUMNS[1:], rows["ws1"].cells))
-    assert ws1["torch"] == f"2.13.0+cpu ({LABEL})"
+    assert ws1["Verdict"] == "FAIL" and ws1["Check"].startswith("linkage.static +")
+    assert ws1["torch"] == "2.13.0+cpu †" and rows["ws1"].torch_label == LABEL
     assert ws1["ROCm"] == "none" and ws1["bitsandbytes"] == "0.50.1"
     assert ws1["GPUs (arch)"] == "none (CPU run)"
     assert ws1["Linkage"] == "FAIL: libhipblas.so.3 not found, libhipblaslt.so.1 not found"
     assert ws1["NF4 error"].startswith("cpu 0.07") and ws1["NF4 error"].endswith("(CPU, not a GPU pass)")
     assert ws1["Strays"] == "none"
     assert rows["ws1"].reason.startswith("linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so)")
+    assert rows["ws1"].lead.line.startswith("FAIL linkage.static: libhipblas.so.3")
     ws2 = dict(zip(COLUMNS[1:], rows["ws|2"].cells))
-    assert ws2["GPUs (arch)"] == "1 (gfx1100)"
+    assert ws2["GPUs (arch)"] == "1 (gfx1100)" and rows["ws|2"].archs == ("gfx1100",)
     assert any("mock library" in p for p in rows["ws|2"].problems)
     ws3 = dict(zip(COLUMNS[1:], rows["ws3"].cells))
     assert ws3["ROCm"] == "7.2.4-93" and ws3["Linkage"] == "PASS: bitsandbytes' ROCm libraries from torch/lib"
-    assert ws3["GPUs (arch)"] == "not probed" and rows["ws3"].problems == ()
+    assert ws3["GPUs (arch)"] == "not probed" and rows["ws3"].problems == () and ws3["Check"] == "—"
     assert rows["ws4"].reason.startswith("passed with warnings — linkage.static: two copies of")
+    assert rows["ws4"].lead.status == "WARN"
     assert rows["ws6"].reason == "failed at 'Preflight | stop: unsupported OS'"
 
 
 @pytest.mark.slow
-def test_markdown_is_a_table_with_escaped_cells_and_a_list_of_what_to_look_at(outcomes):
+def test_markdown_says_findings_then_checks_then_hosts_with_escaped_cells(outcomes):
     text = render_markdown(outcomes, title="Lab fleet", generated_at="2026-11-29 18:00:00 UTC")
     lines = text.splitlines()
     assert lines[0] == "# Lab fleet"
     assert lines[2] == "6 host(s): 1 pass, 1 warn, 2 fail, 1 not verified, 1 unreachable — written 2026-11-29 18:00:00 UTC"
-    table = [line for line in lines if line.startswith("|")]
+    assert [line for line in lines if line.startswith("## ")] == ["## Findings", "## Checks", "## Hosts"]
+    hosts = lines[lines.index("## Hosts"):]
+    table = [line for line in hosts if line.startswith("|")]
     assert len(table) == 2 + len(outcomes)
     # Every row has exactly the columns of the header: a '|' in a host name is escaped, not a new cell.
     cells = [len(line.replace("\\|", "").split("|")) for line in table]
     assert len(set(cells)) == 1 and "ws\\|2" in text
-    assert "| ws5 | — |" in text and "**UNREACHABLE**: could not connect" in text
-    after = lines[lines.index("## What to look at"):]
-    assert "- **ws1**" in after and "- **ws3**" not in after
+    assert "| ws5 | **UNREACHABLE** | — |" in text
+    findings = lines[lines.index("## Findings"):lines.index("## Checks")]
+    assert "- **1 host ws5** — **UNREACHABLE** could not connect" in findings
+    assert "- **1 host ws6** — **NOT VERIFIED** failed at 'Preflight \\| stop: unsupported OS'" in findings
+    assert f"† torch on 1 host ws1: {LABEL}" in text
 
 
 class _Page(HTMLParser):
@@ -111,36 +113,53 @@ def test_html_is_one_self_contained_page(outcomes):
     parsed = _Page()
     parsed.feed(page)
     tags = [tag for tag, _ in parsed.tags]
-    assert tags.count("tr") == 1 + len(outcomes)
-    # No external assets: no scripts, stylesheets, images or frames pulled in, no URL in any attribute.
-    assert not {"script", "link", "img", "iframe", "object"} & set(tags)
+    # One table row per host in the hosts' table, and the checks' table.
+    rows = [attrs for tag, attrs in parsed.tags if tag == "tr" and "data-search" in attrs]
+    assert len(rows) == len(outcomes)
+    # No external assets: the one script and style are inline, no stylesheet, image or frame is pulled in, no URL in
+    # any attribute, and the page's own policy forbids every fetch.
+    assert tags.count("script") == 1 and not {"link", "img", "iframe", "object"} & set(tags)
     assert not any(("src" in attrs or "href" in attrs) for _, attrs in parsed.tags)
+    assert ("meta", {"http-equiv": "Content-Security-Policy", "content": CSP}) in parsed.tags
+    assert CSP.startswith("default-src 'none';")
     assert "Lab <fleet>" in "".join(parsed.text) and "<fleet>" not in page  # escaped
-    classes = [attrs.get("class") for tag, attrs in parsed.tags if tag == "tr" and attrs.get("class")]
-    assert classes == ["FAIL", "FAIL", "PASS", "WARN", "UNREACHABLE", "NOTVERIFIED"]
+    assert [attrs["class"] for attrs in rows] == ["FAIL", "FAIL", "PASS", "WARN", "UNREACHABLE", "NOTVERIFIED"]
+    # Each host's details are collapsed.
+    assert tags.count("details") == len(outcomes) and not any("open" in a for t, a in parsed.tags if t == "details")
 
 
-def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
-    """Seven strays as Debian 12 really pulls them in (alphabetical, the two binding risks last): the row names the
-    risky ones first, marked, and counts the rest."""
-    packages = ["libamd-comgr2", "libamdhip64-5", "libhsakmt1", "librocsparse0", "libdrm-amdgpu1x",
-                "libhsa-runtime64-1", "librocm-smi64-1"]
-    risky = ["libhsa-runtime64-1", "librocm-smi64-1"]
-    strays = StraysFacts(7, tuple(packages), tuple(risky))
-    report = replace(sample({"strays": "warn"}), facts=replace(FACTS, strays=strays))
-    cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
-    assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell
+# --- fifty hosts: the same reason once, grouped ---------------------------------------------------------------------
+
+def test_a_reason_shared_by_many_hosts_is_written_once_with_the_hosts_folded():
+    """Twelve hosts fail for the same long reason: the Markdown says it once, with ws[41-52], not twelve times."""
+    text = render_markdown(fleet_of(), title="Lab", generated_at="now")
+    assert text.count(NO_HIPBLAS) == 1 and text.count(STRAY) == 1
+    assert f"- **12 hosts ws[41-52]** — **FAIL** linkage.static: {NO_HIPBLAS}" in text
+    assert "  - all 12: FAIL versions.rocm: no system ROCm" in text
+    # The table's rows are short: the check the verdict rests on, not its reason.
+    assert "| ws41 | **FAIL** | linkage.static +1 | Ubuntu 24.04.3 LTS |" in text
+    assert "| ws53 | **FAIL** | strays | " in text and "| ws01 | **PASS** | — | " in text
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda r: r.update(verdict="pass"), "not proven — the report's verdict 'pass' is not what its checks give"),
-    (lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),
-     "not proven — the report's verdict 'fail' is not what its checks give"),
-])
-def test_a_report_that_does_not_prove_its_verdict_is_not_shown_as_one(change, words):
-    """The summary shows PASS or WARN only where verify/report/report.py's rule says the report proves it. (A
-    document that does not match the schema never becomes a Report to show: Report.from_json refuses it.)"""
-    report = Report.from_json(edited(sample_report({"linkage.static": "fail"}), change))
-    row = row_for(HostOutcome("ws1", VERIFIED, report))
-    assert row.verdict == "NOT VERIFIED" and row.reason.startswith(words), row
-    assert "NOT VERIFIED" in render_markdown([HostOutcome("ws1", VERIFIED, report)], title="t", generated_at="now")
+def test_groups_partition_the_fleet_failures_first_then_the_larger():
+    found = groups([row_for(o) for o in fleet_of()])
+    assert [(g.verdict, len(g.rows), fold(g.hosts)) for g in found] == [
+        ("FAIL", 12, "ws[41-52]"), ("FAIL", 5, "ws[53-57]"), ("UNREACHABLE", 3, "ws[58-60]"), ("PASS", 40, "ws[01-40]")]
+    assert found[0].text == f"linkage.static: {NO_HIPBLAS}" and found[3].text == "all 18 checks passed"
+    assert sum(len(g.rows) for g in found) == 60
+
+
+def test_counts_per_check():
+    counts = dict(check_counts([row_for(o) for o in fleet_of()]))
+    assert counts["linkage.static"] == {"pass": 45, "fail": 12}
+    assert counts["strays"] == {"pass": 52, "fail": 5}
+    assert counts["nf4.cuda0"] == {"pass": 57}
+    # The day-2 checks are counted like every other (the fleet's reports are schema 2).
+    for check in ("environment.loader", "apt.pin", "apt.lists", "kernel.driver", "kernel.next_boot"):
+        assert counts[check] == {"pass": 57}, check
+
+
+def test_host_names_are_folded_the_way_cluster_tools_write_them():
+    assert fold(["ws1", "ws2", "ws3", "ws7"]) == "ws[1-3,7]"
+    assert fold(["ws-ml-01.lab.example.org", "ws-ml-02.lab.example.org"]) == "ws-ml-[01-02].lab.example.org"
+    assert fold(["ws[1", "ws2"]) == "ws2, ws[1"  # a name the hostlist grammar cannot carry is listed as it is

@@ -208,6 +208,43 @@ def test_changed_settings_start_a_new_baseline(copy, workstation, tmp_path):
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: FAIL — versions.bitsandbytes:")
 
 
+def test_with_metrics_dir_each_run_rewrites_the_metrics_from_every_kept_result(copy, workstation, tmp_path):
+    """The hook keeps its result in <root>/apt-hook and rewrites rocm_fleet.prom from everything kept in <root>: its own
+    result and the verification's report beside it."""
+    root, metrics = tmp_path / "rocm-fleet", tmp_path / "node-exporter"
+    metrics.mkdir()
+    root.mkdir()
+    report = json.loads(json.dumps(_verification_report()))
+    (root / "last-verify.json").write_text(json.dumps(report))
+    assert lines(hook(copy, workstation.root, root / "apt-hook", "--metrics-dir", str(metrics)))[0].startswith(
+        f"{PREFIX} baseline recorded")
+    prom = (metrics / "rocm_fleet.prom").read_text().splitlines()
+    assert 'rocm_fleet_verdict{source="apt_hook",verdict="warn"} 1' in prom
+    assert 'rocm_fleet_verdict{source="verification",verdict="pass"} 1' in prom
+    workstation.distro_rocm_smi()  # a dpkg run that brings a stray: the file follows
+    lines(hook(copy, workstation.root, root / "apt-hook", "--metrics-dir", str(metrics)))
+    prom = (metrics / "rocm_fleet.prom").read_text().splitlines()
+    assert 'rocm_fleet_verdict{source="apt_hook",verdict="fail"} 1' in prom
+    assert 'rocm_fleet_check_status{source="apt_hook",check="linkage.static",status="fail"} 1' in prom
+    assert 'rocm_fleet_stray_packages{source="apt_hook"} 7' in prom  # counted after this dpkg run
+
+
+def test_metrics_it_cannot_write_are_one_line_and_the_check_still_reports(copy, workstation, tmp_path):
+    blocked = tmp_path / "metrics"
+    blocked.mkdir()
+    (blocked / "rocm_fleet.prom").mkdir()  # the name is taken by a directory: the rename fails
+    said = lines(hook(copy, workstation.root, tmp_path / "state", "--metrics-dir", str(blocked)))
+    assert said[0].startswith(f"{PREFIX} could not write {blocked}/rocm_fleet.prom (IsADirectoryError: ")
+    assert said[0].endswith("; apt is not affected")
+    assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
+
+
+def _verification_report() -> dict:
+    from tests.support.report_samples import sample_report
+
+    return sample_report()
+
+
 def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "verify", "apt-hook", "--venv", VENV, "--expect-rocm", "7.2.4", "--root",
@@ -224,8 +261,11 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     from verify.commands.apt_hook import DEFAULT_STATE_DIR, add_arguments
     from verify.commands.check import register as register_check
     from verify.report.hook_state import DEFAULT_DIR
+    from verify.report.kept_files import KEPT, STATE_ROOT
 
     assert DEFAULT_STATE_DIR == DEFAULT_DIR
+    # The hook's metrics are made from the results kept beside its state directory: the status task reads the same.
+    assert f"{STATE_ROOT}/{KEPT['apt_hook']}" == f"{DEFAULT_DIR}/last.json"
     hook_parser = argparse.ArgumentParser()
     add_arguments(hook_parser)
     check_parser = argparse.ArgumentParser().add_subparsers()

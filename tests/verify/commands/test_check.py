@@ -185,3 +185,36 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
                               text=True)
     assert done.returncode == 2
     assert done.stderr.splitlines() == ["verify check: cannot write the output (No space left on device)"]
+
+
+def test_keep_in_keeps_the_report_on_the_host_and_metrics_dir_writes_the_metrics_from_it(tmp_path):
+    """What the verification stage asks (--keep-in /var/lib/rocm-fleet --metrics-dir …): the report kept is the
+    report printed, and rocm_fleet.prom carries its verdict."""
+    image = StandinImage(tmp_path / "image")
+    image.torch()
+    image.bitsandbytes()
+    image.system_rocm()
+    kept, metrics = tmp_path / "rocm-fleet", tmp_path / "node-exporter"
+    kept.mkdir()
+    metrics.mkdir()
+    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json",
+                  "--keep-in", str(kept), "--metrics-dir", str(metrics))
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads((kept / "last-verify.json").read_text()) == json.loads(done.stdout)
+    assert sorted(p.name for p in kept.iterdir()) == ["last-verify.json"]  # no temporary file left
+    prom = (metrics / "rocm_fleet.prom").read_text()
+    assert 'rocm_fleet_passed{source="verification"} 1' in prom.splitlines()
+
+
+def test_a_report_it_cannot_keep_is_a_warning_not_a_failure(tmp_path):
+    image = StandinImage(tmp_path / "image")
+    image.torch()
+    image.bitsandbytes()
+    image.system_rocm()
+    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--keep-in",
+                  str(tmp_path / "missing"))
+    assert done.returncode == 0 and done.stdout.splitlines()[0].endswith(": PASS — all 8 checks passed")
+    assert done.stderr == (f"verify check: warning: could not keep the report in {tmp_path / 'missing'} "
+                           "(No such file or directory)\n")
+    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--metrics-dir", str(tmp_path))
+    assert done.returncode == 2 and "--metrics-dir needs --keep-in" in done.stderr

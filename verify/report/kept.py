@@ -1,0 +1,149 @@
+"""The results a workstation keeps, read back typed: what the status task and the metrics file are made of.
+
+Each file that `kept_files.read_kept_files` read is hostile input. `kept_result(source, entry)` turns one into a
+`KeptResult` — which source, when it ran, its `Report` — or says in one line why it cannot: missing (a normal state,
+e.g. no boot check on this host) or unusable (not JSON, not a result, not a report of a schema this checkout reads).
+Each source is read by the reader of the module that writes it, so there is one format and one reader per file:
+
+- the verification's report (last-verify.json, `verify check --keep-in`): `Report.from_json`;
+- the apt hook's result (apt-hook/last.json): `HookResult.from_json` (verify/report/hook_state.py);
+- the boot-time check's result (boot-check/last.json): `BootResult.from_json` (verify/report/boot_state.py), which
+  also says which kernel the check ran in and which one ran before (`KeptResult.boot`).
+
+A new source is a line in kept_files.KEPT and a reader in READERS.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from verify.report.boot_state import BootResult
+from verify.report.hook_state import HookResult, StateError
+from verify.report.kept_files import KEPT
+from verify.report.report import KIND as REPORT_KIND
+from verify.report.report import BootCheckFacts, Report, ReportError
+
+LABELS = {"verification": "verification", "apt_hook": "apt hook", "boot_check": "boot check"}
+# What replaces a file of each source (said when one cannot be used).
+REPLACED_BY = {
+    "verification": "pyinfra INVENTORY tasks/verify.py replaces it",
+    "apt_hook": "the next dpkg run replaces it",
+    "boot_check": "the next boot check replaces it",
+}
+
+
+@dataclass(frozen=True)
+class KeptResult:
+    source: str  # a key of kept_files.KEPT
+    checked_at: str  # "2026-12-01T17:00:00Z", as the host's clock said
+    report: Report
+    path: str = ""  # where the host keeps it
+    boot: BootCheckFacts | None = None  # the boot check's: the boot and kernel it ran in, and the kernel before
+
+    @property
+    def label(self) -> str:
+        return LABELS.get(self.source, self.source)
+
+    @property
+    def full(self) -> bool:
+        """Every check ran (the runtime and NF4 included); the apt hook's results are static only."""
+        return not self.report.request.static_only
+
+    @property
+    def timestamp(self) -> float | None:
+        return parse_time(self.checked_at)
+
+
+@dataclass(frozen=True)
+class Unusable:
+    source: str
+    path: str
+    why: str  # one line
+
+    @property
+    def line(self) -> str:
+        fix = REPLACED_BY.get(self.source, "the next run replaces it")
+        return f"{self.path} cannot be used ({self.why}): it proves nothing — {fix}"
+
+
+def parse_time(text: str) -> float | None:
+    """Unix time of "YYYY-MM-DDTHH:MM:SSZ" (how reports say when they were made); None for anything else."""
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except (TypeError, ValueError):
+        return None
+
+
+def kept_result(source: str, entry: Any) -> KeptResult | Unusable | None:
+    """One entry of `read_kept_files()["files"]`: its result, why it is unusable, or None when the file is missing."""
+    if not isinstance(entry, Mapping):
+        return Unusable(source, KEPT.get(source, source), "the host's answer for it is not an object")
+    path = str(entry.get("path", KEPT.get(source, source)))
+    if entry.get("missing") is True:
+        return None
+    if "error" in entry:
+        return Unusable(source, path, str(entry["error"]))
+    text = entry.get("text")
+    if not isinstance(text, str):
+        return Unusable(source, path, "no contents")
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        return Unusable(source, path, f"not JSON: {error}")
+    try:
+        return _result(source, document, path)
+    except ReportError as error:
+        return Unusable(source, path, str(error))
+
+
+def _verification(document: Mapping, path: str) -> KeptResult:
+    if document.get("kind") != REPORT_KIND:
+        raise ReportError(f"kind {document.get('kind')!r} is not a report")
+    report = Report.from_json(document)
+    return KeptResult("verification", report.generated_at, report, path)
+
+
+def _apt_hook(document: Mapping, path: str) -> KeptResult:
+    found = HookResult.from_json(document, "it")
+    return KeptResult("apt_hook", found.checked_at, found.report, path)
+
+
+def _boot_check(document: Mapping, path: str) -> KeptResult:
+    found = BootResult.from_json(document, "it")
+    return KeptResult("boot_check", found.checked_at, found.report, path, boot=found.facts())
+
+
+# source → the reader of the module that writes that file.
+READERS = {"verification": _verification, "apt_hook": _apt_hook, "boot_check": _boot_check}
+
+
+def _result(source: str, document: Any, path: str) -> KeptResult:
+    if not isinstance(document, Mapping):
+        raise ReportError("not a JSON object")
+    reader = READERS.get(source)
+    if reader is None:
+        raise ReportError(f"{source!r} is not a result this checkout reads")
+    try:
+        return reader(document, path)
+    except StateError as error:  # "it is not an apt hook result", "it holds no report (…)": Unusable names the file
+        raise ReportError(str(error)) from None
+
+
+def kept_results(answer: Any) -> tuple[dict[str, KeptResult], list[Unusable], float | None]:
+    """Every source of one host's `read_kept_files()` answer: (results by source, unusable files, the host's time)."""
+    files = answer.get("files") if isinstance(answer, Mapping) else None
+    if not isinstance(files, Mapping):
+        return {}, [Unusable("status", "the host's answer", "it is not what kept_files.py prints")], None
+    results, unusable = {}, []
+    for source in KEPT:
+        found = kept_result(source, files.get(source, {"missing": True}))
+        if isinstance(found, KeptResult):
+            results[source] = found
+        elif isinstance(found, Unusable):
+            unusable.append(found)
+    now = answer.get("now")
+    return results, unusable, float(now) if isinstance(now, (int, float)) and not isinstance(now, bool) else None
