@@ -11,11 +11,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from roles import pins
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "venvs"
 
 # torch 2.13.0 CPU lies on this machine's disk (pip's find-links); bitsandbytes 0.50.1 is the real PyPI wheel.
 TORCH_CPU = ("torch==2.13.0", "bitsandbytes==0.50.1")
+# The model check's stack: the same torch and bitsandbytes, plus Transformers and accelerate at their pins. Built with
+# the system python3 (Debian's 3.11), so that its probe can run as an unprivileged account, as it runs as venv_owner
+# on a host: the test runner's own python may sit under root's 0700 home.
+TORCH_CPU_TRANSFORMERS = (
+    *TORCH_CPU, f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}",
+)
+SYSTEM_PYTHON = "/usr/bin/python3"
 # torch 2.14.1 is a CUDA build with nvidia-* wheels (about 5.5 GB): a large venv whose libraries find each other
 # through RPATH, used by the linkage benchmark.
 TORCH_CUDA = ("torch==2.14.1", "bitsandbytes==0.50.1")
@@ -38,6 +47,11 @@ def ensure_venv(name: str, requirements: tuple[str, ...], python: str = sys.exec
         )
         stamp.write_text(wanted)
     return venv
+
+
+def transformers_venv() -> Path:
+    """The real venv of the model check: torch 2.13.0 (CPU), bitsandbytes 0.50.1, Transformers and accelerate."""
+    return ensure_venv("torch-cpu-transformers", TORCH_CPU_TRANSFORMERS, python=SYSTEM_PYTHON)
 
 
 def site_packages(venv: Path) -> Path:
