@@ -63,23 +63,39 @@ def run_probe(
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> ProbeRun:
-    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …).
-
-    -B: write no .pyc into the venv — verification changes nothing on the host.
-    """
-    command = [
-        str(python), "-B", "-", "--device", device,
+    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …)."""
+    arguments = [
+        "--device", device,
         "--size", str(nf4_bounds.SHAPE[0]), "--blocksize", str(nf4_bounds.BLOCKSIZE), "--seed", str(nf4_bounds.SEED),
     ]
+    return run_script(python, probe_source(), arguments, env=env, timeout=timeout)
+
+
+def run_script(
+    python: Path,
+    source: str,
+    arguments: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    run_as: Mapping[str, Any] | None = None,
+) -> ProbeRun:
+    """Run a self-contained probe script, fed on stdin to `python`, and read the JSON line it prints.
+
+    -B: write no .pyc into the venv — verification changes nothing on the host. `run_as`: extra subprocess arguments
+    that drop privileges in the child (user, group, extra_groups — see verify/run_as.py).
+    """
+    command = [str(python), "-B", "-", *arguments]
     try:
         done = subprocess.run(
             command,
-            input=probe_source(),
+            input=source,
             capture_output=True,
             text=True,
             timeout=timeout,
             env=dict(os.environ if env is None else env),
             cwd="/",
+            **(run_as or {}),
         )
     except subprocess.TimeoutExpired as expired:
         tail = (expired.stderr or b"")[-2000:]
