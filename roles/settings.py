@@ -138,6 +138,16 @@ def optional_absolute_path(value: Any) -> str | None:
     return None if value is None else absolute_path(value)
 
 
+def model_source(value: Any) -> str:
+    text = _string(value, "synthetic")
+    if text in ("off", "synthetic"):
+        return text
+    if not text.startswith("/"):
+        raise _Invalid(f"got {text!r}, expected 'off', 'synthetic' or the absolute path of a checkpoint directory on "
+                       "the host such as '/srv/models/llama-13b'")
+    return absolute_path(text)
+
+
 def pip_requirement(value: Any) -> str:
     text = _string(value, pins.TORCH_SPEC)
     try:
@@ -240,6 +250,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
+    Key("verify_model", '"off" \\| "synthetic" \\| absolute path', "synthetic", model_source,
+        meaning="the model check (issue 13; validated, not yet run by the verify stage): a 4-bit NF4 causal LM "
+                "through Transformers on each GPU — `synthetic`: a small seeded Llama built on the host; a path: a "
+                "checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none"),
     Key("reports_dir", "controller path", "reports", controller_path,
         meaning="where the controller writes reports/<host>.json and the fleet summary"),
 )
@@ -274,6 +288,7 @@ class HostSettings:
     dpkg_lock_timeout: int
     apt_hook: bool
     verify_device: str
+    verify_model: str
     reports_dir: str
 
 
