@@ -23,8 +23,11 @@ from verify.report import FAIL, PASS, WARN, CheckResult
 from verify.run_as import AccountError, account
 from verify.runtime_check import ProbeRun, run_script
 
-# Synthetic: seconds on a GPU, about a minute on a busy shared CPU; a 13B checkpoint: reading 26 GB and quantizing.
+# Synthetic: seconds on a GPU, about half a minute on a busy shared CPU; a 13B checkpoint: reading 26 GB, quantizing.
 DEFAULT_TIMEOUT_S = 600
+# The probe stops itself at this share of the timeout, so that it still reports what it measured and removes its
+# temporary directory; the subprocess timeout (a kill) is only the backstop.
+TIME_LIMIT_SHARE = 0.9
 SYNTHETIC = "synthetic"
 GIB = 2**30
 
@@ -76,8 +79,8 @@ def run_model_probe(
             f"refusing to run the venv's python as root ({error}): it runs as the account that owns the venv — set "
             "venv_owner to that account",
         )
-    return run_script(python, probe_source(), probe_arguments(want.device, want.source), env=child_env,
-                      timeout=timeout, run_as=switch)
+    arguments = [*probe_arguments(want.device, want.source), "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
+    return run_script(python, probe_source(), arguments, env=child_env, timeout=timeout, run_as=switch)
 
 
 # --- judging ----------------------------------------------------------------------------------------------------
@@ -181,9 +184,13 @@ def judge_model(probe_run: ProbeRun, want: ModelExpectations) -> list[CheckResul
         return [CheckResult("model", title, FAIL, f"model probe failed: {probe_run.error}", probe_run.to_evidence())]
     probe = probe_run.data
     devices = probe.get("devices") or []
+    errors = {k: v for k, v in (probe.get("errors") or {}).items() if "traceback" not in k}
     if not devices:
-        errors = {k: v for k, v in (probe.get("errors") or {}).items() if "traceback" not in k}
         why = "; ".join(f"{k}: {v}" for k, v in errors.items()) or "no device was measured"
         evidence = {"errors": probe.get("errors"), "versions": probe.get("versions"), "model": probe.get("model")}
         return [CheckResult("model", title, FAIL, f"model check not run: {why}", evidence)]
+    if "probe" in errors:
+        # The probe stopped part-way (its time limit): the device it was on, and those after it, say so.
+        devices = [dict(d, errors={**(d.get("errors") or {}), "probe": errors["probe"]})
+                   if "generation_identical" not in d else d for d in devices]
     return [judge_device(probe, device, want) for device in devices]

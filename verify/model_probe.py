@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -267,18 +268,17 @@ def compare(torch, got, want):
     return (cosine if math.isfinite(cosine) else None), top1
 
 
-def measure_device(torch, transformers, bnb, device, directory, args, prompt, pad_id, weight_bytes_16bit):
-    """One device: the 16-bit reference, then the 4-bit model; every step recorded even when a later one fails."""
-    out = device.describe()
+def measure_device(torch, transformers, bnb, device, directory, args, prompt, pad_id, weight_bytes_16bit, out):
+    """One device into `out` (already in the report, so that a time limit running out keeps what was measured): the
+    16-bit reference, then the 4-bit model; every step recorded even when a later one fails."""
+    out.update(device.describe())
     on_gpu = device.gpu
     dtype = torch.float16 if on_gpu else torch.bfloat16
     if args.dtype != "auto":
         dtype = getattr(torch, args.dtype)
     out["dtype"] = str(dtype).replace("torch.", "")
-    errors = {}
-    timings = {}
-    out["errors"] = errors
-    out["timings_ms"] = timings
+    errors = out["errors"]
+    timings = out["timings_ms"]
     reference = None
 
     # 1. the reference, unless its weights alone exceed the device (a 13B model in fp16 on a 20 GiB GPU).
@@ -335,7 +335,6 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
     finally:
         model = None
         device.release()
-    return out
 
 
 def versions(result, torch, transformers, bnb):
@@ -399,13 +398,12 @@ def run(args, result, workdir, device_factory=choose_devices):
     measurements = []
     result["devices"] = measurements
     for device in device_factory(torch, args.device):
+        out = {"device": device.name, "gpu": device.gpu, "errors": {}, "timings_ms": {}}
+        measurements.append(out)
         try:
-            measurements.append(
-                measure_device(torch, transformers, bnb, device, directory, args, prompt, pad_id, weight_bytes_16bit)
-            )
+            measure_device(torch, transformers, bnb, device, directory, args, prompt, pad_id, weight_bytes_16bit, out)
         except Exception as error:  # noqa: BLE001
-            measurements.append({"device": device.name, "gpu": device.gpu, "errors": {"setup": one_line(error)},
-                                 "timings_ms": {}})
+            out["errors"]["setup"] = one_line(error)
 
 
 def parse_args(argv=None):
@@ -420,7 +418,21 @@ def parse_args(argv=None):
     parser.add_argument("--generate-from", type=int, default=8, help="how many prompt tokens generation starts from")
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--dtype", choices=("auto", "float16", "bfloat16", "float32"), default="auto")
+    parser.add_argument("--time-limit", type=float, default=0.0,
+                        help="seconds after which the probe stops, reports what it measured and cleans up (0: none)")
     return parser.parse_args(argv)
+
+
+class TimeLimitReached(BaseException):
+    """Raised by the alarm: a BaseException, so that no step's `except Exception` records it and carries on."""
+
+
+def start_time_limit(seconds):
+    def stop(signum, frame):
+        raise TimeLimitReached(f"the probe's time limit of {seconds:g} s ran out")
+
+    signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def main(argv=None, device_factory=choose_devices):
@@ -446,14 +458,19 @@ def main(argv=None, device_factory=choose_devices):
     wall_start = time.perf_counter()
     result = {
         "python": sys.version.split()[0], "executable": sys.executable, "pid": os.getpid(), "uid": os.getuid(),
-        "errors": {},
+        "workdir": workdir, "errors": {},
     }
     try:
+        if args.time_limit > 0:
+            # Before anything slow, and inside this try: the caller's kill is only the backstop, this way the report
+            # is written and the directory removed.
+            start_time_limit(args.time_limit)
         run(args, result, workdir, device_factory)
     except BaseException as error:  # noqa: BLE001 — any failure is a finding, never a crash of the probe
         result["errors"]["probe"] = one_line(error)
         result["errors"]["probe (traceback)"] = traceback.format_exc(limit=-6)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         shutil.rmtree(workdir, ignore_errors=True)
     result["wall_s"] = round(time.perf_counter() - wall_start, 3)
     result["cpu_s"] = round(time.process_time() - cpu_start, 3)

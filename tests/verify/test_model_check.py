@@ -21,9 +21,10 @@ import pytest
 
 from tests.support.venvs import transformers_venv
 from verify import model_bounds
-from verify.model_check import ModelExpectations, judge_model, probe_source, run_model_probe
+from verify.model_check import ModelExpectations, judge_model, probe_arguments, probe_source, run_model_probe
 from verify.report import FAIL, PASS, WARN
-from verify.runtime_check import ProbeRun
+from verify.run_as import account
+from verify.runtime_check import ProbeRun, run_script
 
 STANDINS = Path(__file__).resolve().parents[1] / "support" / "standins"
 OWNER = "nobody"
@@ -119,6 +120,20 @@ def test_the_dequantizing_path_itself_passes_with_the_real_dequantizer():
     run = _run(SYNTHETIC_CPU, "wrong_nf4_dequantizer", STANDIN_DEQUANTIZER="real")
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == PASS, check.reason
+
+
+@pytest.mark.slow
+def test_the_probe_stops_at_its_time_limit_reports_and_removes_its_directory():
+    nobody = account(OWNER)
+    run = run_script(_python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"],
+                     env=nobody.environment(_env()), run_as=nobody.subprocess_arguments())
+    assert run.data is not None, run.error
+    assert run.data["errors"]["probe"] == "TimeLimitReached: the probe's time limit of 1 s ran out"
+    assert run.data["workdir"].startswith(tempfile.gettempdir() + "/rocm-fleet-model-")
+    assert not Path(run.data["workdir"]).exists()
+    checks = judge_model(run, SYNTHETIC_CPU)
+    assert [c.status for c in checks] == [FAIL]
+    assert "the probe's time limit of 1 s ran out" in checks[0].reason
 
 
 # --- a real checkpoint directory on the host ------------------------------------------------------------------------
@@ -232,8 +247,6 @@ sys.exit(probe["main"](sys.argv[2:], device_factory=lambda torch, mode: [MockedG
 
 
 def _mocked_gpu_run(total_memory: int, want: ModelExpectations) -> ProbeRun:
-    from verify.model_check import probe_arguments
-
     done = subprocess.run(
         [str(_python()), "-B", "-c", MOCKED_GPU_DRIVER, str(total_memory), *probe_arguments("auto", want.source)],
         input=probe_source(), capture_output=True, text=True, env=_env(OMP_NUM_THREADS="1"), cwd="/",
