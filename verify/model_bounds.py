@@ -20,22 +20,23 @@ Agreement. Measured with bench/model_bounds.py (torch 2.13.0 CPU, bitsandbytes 0
     logits cosine   min 0.9407, median 0.9558, max 0.9775 (the check's model, seed 1234: 0.9438 bf16, 0.9414 fp16);
     top-1 agreement min 0.250,  median 0.586,  max 0.734  (the check's model: 0.500 bf16, 0.453 fp16);
     greedy generation identical twice in all 40 runs.
-A randomly initialised model has flat logits, so 4-bit rounding flips many top-1 tokens: the agreement of a trained
-model is higher, never lower. Injected faults, the check's model (tests/support/standins/):
+A randomly initialised model has flat logits, so 4-bit rounding flips many top-1 tokens: a trained model is expected
+to agree more, not less. Injected faults, the check's model (tests/support/standins/):
     NF4 codes decoded with the FP4 table      cosine 0.0313, top-1 0.000 (footprint right: 0.3038);
     each block's scale from the next block    cosine 0.7317, top-1 0.188 (a subtle fault);
     a quantizer that does nothing             footprint ratio 1.0000 (and bitsandbytes' CPU path then raises);
     control: the same dequantizing path with bitsandbytes' real kernel: cosine 0.9439, top-1 0.516.
-Bounds: cosine > 0.90 — 0.04 under the lowest correct run (a kernel that is right up to fp16 rounding moves the cosine
-by far less: bf16 vs fp32 references agree to 0.99997), while the subtle fault lands at 0.73; top-1 >= 0.15 — 10 of 64
-positions, under the lowest correct run (0.25, a deeper model with a 4x larger vocabulary) and a hundred times
-chance (1/1024). For the synthetic model only, cosine < 0.995: above the highest correct run, below what an
-unquantized model gives (> 0.9999) — the 4-bit layers must change something. A checkpoint has no upper bound (a
-trained model in 4-bit may agree almost perfectly) and the same lower bounds (it should do better than a random one).
+Bounds: cosine > 0.90 — 0.04 under the lowest correct run (a kernel that is right up to 16-bit rounding moves the
+cosine by far less: the unquantized model against float32 gives 0.99996 in bf16, 0.999998 in fp16), while the subtle
+fault lands at 0.73; top-1 >= 0.15 — 10 of 64 positions, under the lowest correct run (0.25, a deeper model with a
+4x larger vocabulary) and a hundred times chance (1/1024). For the synthetic model only, cosine < 0.995: above the
+highest correct run, below what an unquantized model gives (> 0.9999) — the 4-bit layers must change something. A
+checkpoint has no upper bound (a trained model in 4-bit may agree almost perfectly) and the same lower bounds.
 
-Fit. A model fits a GPU when its weights leave RESERVE_FRACTION of the memory (at least RESERVE_MIN_BYTES) free for
-the runtime's context, activations and a short generation's KV cache: an estimate, for the admin's question "does
-our 13B fit on the 7900 XT?" (13B: 26 GB in fp16 — no; about 7.8 GB in 4-bit with its scales — yes).
+Fit. A model fits a GPU when its weights leave a tenth of the memory (at least 1 GiB) free for the runtime's context,
+activations and a short generation's KV cache: an estimate, for the admin's question "does our 13B fit on the
+7900 XT?" (13B: 26 GB in fp16 — no; about 7.8 GB in 4-bit with its scales — yes). A 4-bit model that generated on a
+GPU fits it, measured.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ venv's owner, then judge what it measured (`model.<device>`, e.g. `model.cuda0`,
 `run_model_probe` starts the venv's python the way `runtime_check.run_probe` does (fed the probe on stdin, one JSON
 line back), but never as root: as root it switches the child to the venv's owner (verify/run_as.py) and refuses an
 owner that is root. Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
-bounds of `model_bounds.py`.
+bounds of `model_bounds.py`: pass; warn when a checkpoint's 16-bit reference could not be loaded on a GPU (its
+logits were not compared); fail otherwise. A CPU run says plainly that it is not a GPU pass. For a checkpoint, each
+GPU's check also says whether the model fits it in 4-bit and in 16 bits.
 
-Not wired in yet: the check engine (host_check.py) runs it after NF4 and only when NF4 passed.
+Not wired in yet: the check engine (host_check.py) is to run it after NF4, and only when NF4 passed.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ Two sources of the model:
   gets the same weights), saved with `save_pretrained` and reloaded from a private temporary directory;
 - `--path DIR`: a checkpoint directory already on the host (safetensors only: a pickle checkpoint is code).
 Either way it is loaded `local_files_only`, with the hub switched off (HF_HUB_OFFLINE, set before anything is
-imported: bitsandbytes itself asks the hub for a CPU kernel at import when the `kernels` package is installed), no
-remote code, and every cache (HF_HOME, torch's compile caches) inside that private directory, removed at the end.
+imported: on a CPU with AVX512-BF16, bitsandbytes itself asks the hub for a kernel at import when the `kernels`
+package is installed), no remote code, and every cache (HF_HOME, torch's compile caches) inside that private directory,
+removed at the end. `--time-limit`: the probe stops itself, reports what it measured and removes that directory.
+OpenMP gets one thread unless the caller's environment says otherwise.
 
 On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API — or the CPU):
 1. the reference in 16 bits: its memory footprint, its logits on a fixed prompt (a seeded sequence of token ids: no
@@ -19,8 +21,9 @@ On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's 
    the parameter split (weights in 4-bit layers vs the rest, for the expected ratio), its logits, greedy generation of
    N tokens twice, tokens/s, and on a GPU the peak device memory of each model.
 The 16-bit dtype is float16 on a GPU and bfloat16 on the CPU: bitsandbytes' CPU 4-bit kernel computes in bfloat16
-(its AVX512-BF16 path converts float16 inputs to bfloat16 and back) and the CPU has no float16 arithmetic of its own
-(float16 generation measured 3-5x slower here); bfloat16 takes the same two bytes, so the footprint ratio is the same.
+(its AVX512-BF16 path converts float16 inputs to bfloat16 and back), so a bfloat16 reference differs from the 4-bit
+model by the quantization alone; bfloat16 takes the same two bytes, so the footprint ratio is the same. The bounds
+hold for both dtypes (bench/model_bounds.py measures both on the CPU).
 
 Output: one JSON document on the *original* stdout; everything else (library chatter, progress bars) goes to stderr.
 """
