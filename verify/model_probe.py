@@ -430,12 +430,26 @@ class TimeLimitReached(BaseException):
     """Raised by the alarm: a BaseException, so that no step's `except Exception` records it and carries on."""
 
 
-def start_time_limit(seconds):
-    def stop(signum, frame):
-        raise TimeLimitReached(f"the probe's time limit of {seconds:g} s ran out")
+class TimeLimit:
+    """A one-shot alarm. It remembers that it went off: a library that catches everything may turn the exception into
+    another one, or swallow it, and the report must still name the time limit as the cause."""
 
-    signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.expired = False
+        self.message = f"the probe's time limit of {seconds:g} s ran out"
+
+    def start(self):
+        signal.signal(signal.SIGALRM, self._stop)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def _stop(self, signum, frame):
+        self.expired = True
+        raise TimeLimitReached(self.message)
+
+    @staticmethod
+    def cancel():
+        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def main(argv=None, device_factory=choose_devices):
@@ -463,18 +477,22 @@ def main(argv=None, device_factory=choose_devices):
         "python": sys.version.split()[0], "executable": sys.executable, "pid": os.getpid(), "uid": os.getuid(),
         "workdir": workdir, "errors": {},
     }
+    limit = TimeLimit(args.time_limit) if args.time_limit > 0 else None
     try:
-        if args.time_limit > 0:
+        if limit is not None:
             # Before anything slow, and inside this try: the caller's kill is only the backstop, this way the report
             # is written and the directory removed.
-            start_time_limit(args.time_limit)
+            limit.start()
         run(args, result, workdir, device_factory)
     except BaseException as error:  # noqa: BLE001 — any failure is a finding, never a crash of the probe
         result["errors"]["probe"] = one_line(error)
         result["errors"]["probe (traceback)"] = traceback.format_exc(limit=-6)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        TimeLimit.cancel()
         shutil.rmtree(workdir, ignore_errors=True)
+    if limit is not None and limit.expired and not result["errors"].get("probe", "").startswith("TimeLimitReached"):
+        caught = result["errors"].get("probe")
+        result["errors"]["probe"] = f"TimeLimitReached: {limit.message}" + (f" (then {caught})" if caught else "")
     result["wall_s"] = round(time.perf_counter() - wall_start, 3)
     result["cpu_s"] = round(time.process_time() - cpu_start, 3)
 

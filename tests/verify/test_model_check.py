@@ -128,7 +128,8 @@ def test_the_probe_stops_at_its_time_limit_reports_and_removes_its_directory():
     run = run_script(_python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"],
                      env=nobody.environment(_env()), run_as=nobody.subprocess_arguments())
     assert run.data is not None, run.error
-    assert run.data["errors"]["probe"] == "TimeLimitReached: the probe's time limit of 1 s ran out"
+    # Where the alarm strikes (an import, a load) is up to the machine; the report names it as the cause either way.
+    assert run.data["errors"]["probe"].startswith("TimeLimitReached: the probe's time limit of 1 s ran out")
     assert run.data["workdir"].startswith(tempfile.gettempdir() + "/rocm-fleet-model-")
     assert not Path(run.data["workdir"]).exists()
     checks = judge_model(run, SYNTHETIC_CPU)
