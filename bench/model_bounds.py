@@ -1,11 +1,11 @@
-"""Benchmark (not a test): the measurements behind verify/model_bounds.py, and what the model check costs.
+"""Benchmark (not a test): the measurements behind verify/checks/model_bounds.py, and what the model check costs.
 
     .venv/bin/python bench/model_bounds.py [--venv VENV] [--seeds N] [--timing-runs N]
 
 With the real torch 2.13.0 (CPU), bitsandbytes 0.50.1 and the pinned Transformers (the test venv
 `torch-cpu-transformers`, built on first use), it measures, on the CPU:
   (a) synthetic models of several shapes x N seeds x both 16-bit dtypes (bfloat16, the CPU's; float16, a GPU's), all
-      in one venv process (the probe's own functions, loaded from verify/model_probe.py): footprint ratio against the
+      in one venv process (the probe's own functions, loaded from verify/checks/model_probe.py): footprint ratio against the
       band model_bounds derives from the parameter split, logits cosine and top-1 agreement with the 16-bit reference,
       identical greedy generations;
   (b) the default synthetic check with injected faults, each a fresh probe process as the verifier starts it, with a
@@ -33,8 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify import model_bounds  # noqa: E402
-from verify.model_check import probe_arguments, probe_source  # noqa: E402
+from verify.api import model_bounds  # noqa: E402
+from verify.api import model_probe_arguments as probe_arguments  # noqa: E402
+from verify.api import model_probe_source as probe_source  # noqa: E402
 
 STANDINS = REPO / "tests" / "support" / "standins"
 # (layers, hidden, vocab): the default, a smaller, a wider and a deeper model with a larger vocabulary.

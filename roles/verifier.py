@@ -17,7 +17,6 @@ import io
 import os
 import shlex
 import tempfile
-import weakref
 import zipfile
 from pathlib import Path
 
@@ -26,7 +25,8 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
-import verify
+from roles.run_memory import memory_of
+from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
 REMOTE_DIR = "/var/lib/rocm-fleet"
@@ -48,7 +48,7 @@ def _package_files(package_dir: Path, arcname_root: str) -> list[tuple[str, Path
 
 def zipapp_bytes() -> bytes:
     """The verifier archive, built from this checkout's verify/ and the installed pyelftools."""
-    members = _package_files(Path(verify.__file__).parent, "verify")
+    members = _package_files(PACKAGE_DIR, "verify")
     members += _package_files(Path(elftools.__file__).parent, "elftools")
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")
@@ -82,12 +82,6 @@ def verifier_command(*arguments: str, python: str = "python3") -> str:
     return " ".join(shlex.quote(part) for part in (python, REMOTE_VERIFIER, *arguments))
 
 
-# state -> names of the hosts whose upload is already planned in this run (keyed by state: one pytest process runs
-# many). pyinfra 3 caches no facts, so each further upload would cost four round trips (directory, file, its parent
-# directory, sha1) on every host, only to find the file the first upload put there.
-_planned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 @deploy("Upload the verifier")
 def _upload() -> None:
     files.directory(name="Verifier directory", path=REMOTE_DIR, mode="755")
@@ -96,7 +90,7 @@ def _upload() -> None:
 
 def upload_verifier() -> None:
     """Plan the verifier's upload to the current host, unless an earlier stage of this run already did."""
-    planned = _planned.setdefault(host.state, set())
+    planned = memory_of(host.state).verifier_planned
     if host.name in planned:
         return
     planned.add(host.name)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
 from pyinfra.operations import files
 
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.settings import HostSettings
+from roles.stage import stage, stop
 from roles.venv.facts import HostPython3
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import prepare_wheelhouse
@@ -18,12 +17,8 @@ from roles.venv.wheelhouse import prepare_wheelhouse
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
-@deploy("Venv")
-def python_venv() -> None:
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
-    settings = settings_for(host)
+@stage("Venv")
+def venv(settings: HostSettings) -> None:
     others = [f"bitsandbytes=={settings.bitsandbytes_version}"]
     python3_venv_package(name="python3-venv", lock_timeout=settings.dpkg_lock_timeout)
 

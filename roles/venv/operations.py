@@ -8,8 +8,8 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get
-from roles.debian_facts import PackageVersions
+from roles.debian.apt_commands import apt_get
+from roles.debian.facts import PackageVersions
 from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import describe_installed, plan_venv, unmet
 

@@ -1,0 +1,198 @@
+"""The model check — a 4-bit NF4 causal LM loads and generates on every GPU: run `model_probe.py` in the venv as the
+venv's owner, then judge what it measured (`model.<device>`, e.g. `model.cuda0`, `model.cpu`).
+
+`run_model_probe` starts the venv's python the way `runtime.run_probe` does (fed the probe on stdin, one JSON
+line back), but never as root: as root it switches the child to the venv's owner (verify/checks/run_as.py) and refuses an
+owner that is root. Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
+bounds of `model_bounds.py`: pass; warn when a checkpoint's 16-bit reference could not be loaded on a GPU (its
+logits were not compared); fail otherwise. A CPU run says plainly that it is not a GPU pass. For a checkpoint, each
+GPU's check also says whether the model fits it in 4-bit and in 16 bits.
+
+Not wired in yet: the check engine (host_check.py) is to run it after NF4, and only when NF4 passed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from verify.checks import model_bounds
+from verify.stack.gpu_arch import base_arch
+from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.checks.run_as import AccountError, account
+from verify.checks.runtime import ProbeRun, run_script
+
+# Synthetic: seconds on a GPU, about half a minute on a busy shared CPU; a 13B checkpoint: reading 26 GB, quantizing.
+DEFAULT_TIMEOUT_S = 600
+# The probe stops itself at this share of the timeout, so that it still reports what it measured and removes its
+# temporary directory; the subprocess timeout (a kill) is only the backstop.
+TIME_LIMIT_SHARE = 0.9
+SYNTHETIC = "synthetic"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class ModelExpectations:
+    source: str  # "synthetic", or the absolute path of a checkpoint directory on the host
+    device: str = "auto"  # "auto" | "cpu"
+
+    @property
+    def synthetic(self) -> bool:
+        return self.source == SYNTHETIC
+
+
+def probe_source() -> str:
+    return resources.files(__package__).joinpath("model_probe.py").read_text(encoding="utf-8")
+
+
+def probe_arguments(device: str, source: str = SYNTHETIC) -> list[str]:
+    if source == SYNTHETIC:
+        return ["--device", device, *model_bounds.SYNTHETIC_ARGUMENTS]
+    return ["--device", device, "--path", source, "--seed", str(model_bounds.SEED), *model_bounds.PROMPT_ARGUMENTS]
+
+
+def run_model_probe(
+    python: Path,
+    want: ModelExpectations,
+    *,
+    owner: str | None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> ProbeRun:
+    """Run the model probe with the venv's `python` as `owner` (the venv's owner), with the caller's environment
+    (HIP_VISIBLE_DEVICES …) but the owner's HOME. As root, an owner that is root (or none) is refused."""
+    base = dict(os.environ if env is None else env)
+    try:
+        if owner is None:
+            if os.geteuid() == 0:
+                raise AccountError("no venv owner given")
+            switch, child_env = {}, base
+        else:
+            who = account(owner)
+            if who.uid == 0 and os.geteuid() == 0:
+                raise AccountError(f"the venv owner {owner} is root")
+            switch, child_env = who.subprocess_arguments(), who.environment(base)
+    except AccountError as error:
+        return ProbeRun(
+            None, -1, (),
+            f"refusing to run the venv's python as root ({error}): it runs as the account that owns the venv — set "
+            "venv_owner to that account",
+        )
+    arguments = [*probe_arguments(want.device, want.source), "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
+    return run_script(python, probe_source(), arguments, env=child_env, timeout=timeout, run_as=switch)
+
+
+# --- judging ----------------------------------------------------------------------------------------------------
+
+
+def _mib(value: float) -> str:
+    return f"{value / 2**20:.1f} MiB" if value < GIB else f"{value / GIB:.1f} GiB"
+
+
+def _fit_evidence(device: Mapping[str, Any]) -> dict[str, Any] | None:
+    total = device.get("total_memory")
+    needed = model_bounds.weight_bytes(device)
+    if not total or needed is None:
+        return None
+    peak = device.get("peak_memory_4bit")
+    return {
+        "total_memory": total,
+        "weights_4bit": needed["4bit"],
+        "weights_16bit": needed["16bit"],
+        # Measured beats estimated: when the 4-bit model generated on this GPU, it fits.
+        "fits_4bit": bool(peak) or model_bounds.fits(needed["4bit"], total),
+        "fits_16bit": model_bounds.fits(needed["16bit"], total),
+        "measured_4bit": bool(peak),
+    }
+
+
+def _fit_text(fit: Mapping[str, Any], dtype16: str) -> str:
+    total = _mib(fit["total_memory"])
+    four = f"fits in 4-bit ({_mib(fit['weights_4bit'])} of {total})" if fit["fits_4bit"] else (
+        f"does not fit in 4-bit ({_mib(fit['weights_4bit'])} of {total})")
+    sixteen = "fits" if fit["fits_16bit"] else "does not fit"
+    return f"{four}, {sixteen} in {dtype16} ({_mib(fit['weights_16bit'])})"
+
+
+def _model_label(probe: Mapping[str, Any]) -> str:
+    model = probe.get("model") or {}
+    if model.get("source") == "synthetic":
+        config = model.get("config") or {}
+        return f"synthetic Llama {config.get('num_hidden_layers')}x{config.get('hidden_size')}"
+    return f"{model.get('path')} ({model.get('model_type') or '?'})"
+
+
+def judge_device(probe: Mapping[str, Any], device: Mapping[str, Any], want: ModelExpectations) -> CheckResult:
+    name = device.get("device", "?")
+    on_gpu = bool(device.get("gpu"))
+    arch = base_arch(device.get("arch")) if on_gpu else None
+    label = f"{name} ({arch})" if arch else name
+    check_id = f"model.{name.replace(':', '')}"
+    title = f"4-bit NF4 causal LM on {label}"
+    ok, problems = model_bounds.judge_model_run(device, synthetic=want.synthetic)
+    ratio = model_bounds.footprint_ratio(device)
+    band = model_bounds.expected_ratio_band(device)
+    sixteen, measured16 = model_bounds.footprint_16bit(device)
+    dtype16 = "fp16" if device.get("dtype") == "float16" else (device.get("dtype") or "16-bit")
+    fit = _fit_evidence(device) if not want.synthetic else None
+    evidence = dict(device)
+    evidence.update(
+        model=probe.get("model"),
+        versions=probe.get("versions"),
+        footprint_ratio=ratio,
+        expected_ratio_band=list(band) if band else None,
+        footprint_16bit_measured=measured16,
+        fit=fit,
+        bounds=model_bounds.bounds_evidence(want.synthetic),
+        gpu_pass=on_gpu,
+    )
+    if not want.synthetic and ratio is not None:
+        low, high = model_bounds.TYPICAL_RATIO
+        evidence["within_typical_ratio"] = low <= ratio <= high
+    model = _model_label(probe)
+    if not ok:
+        return CheckResult(check_id, title, FAIL, f"{model} in 4-bit on {label}: {'; '.join(problems)}", evidence)
+
+    parts = [f"footprint {ratio:.3f} of {dtype16} ({_mib(device['footprint_4bit'])} of {_mib(sixteen)}"
+             + ("" if measured16 else ", estimated") + ")"]
+    if not want.synthetic:
+        low, high = model_bounds.TYPICAL_RATIO
+        parts[-1] += f", typical {low}-{high}"
+    status = PASS
+    cosine = device.get("logits_cosine")
+    if cosine is not None:
+        parts.append(f"logits cosine {cosine:.3f}, top-1 {device.get('top1_agreement'):.2f}")
+    else:
+        status = WARN
+        why = device.get("reference_skipped") or (device.get("errors") or {}).get("16-bit reference") or "no reference"
+        parts.append(f"logits not compared ({dtype16} reference: {why})")
+    generated = (device.get("generated") or [[]])[0]
+    parts.append(f"{len(generated)} tokens twice identical, {device.get('tokens_per_s')} tokens/s")
+    if device.get("peak_memory_4bit") is not None:
+        parts.append(f"peak {_mib(device['peak_memory_4bit'])}")
+    if fit is not None:
+        parts.append(_fit_text(fit, dtype16))
+    cpu_note = " — CPU run, not a GPU pass" if not on_gpu else ""
+    return CheckResult(check_id, title, status, f"{model} in 4-bit on {label}: {', '.join(parts)}{cpu_note}", evidence)
+
+
+def judge_model(probe_run: ProbeRun, want: ModelExpectations) -> list[CheckResult]:
+    """One check per device from one probe run; one failing `model` check when there is nothing per device."""
+    title = "4-bit NF4 causal LM loads and generates"
+    if probe_run.data is None:
+        return [CheckResult("model", title, FAIL, f"model probe failed: {probe_run.error}", probe_run.to_evidence())]
+    probe = probe_run.data
+    devices = probe.get("devices") or []
+    errors = {k: v for k, v in (probe.get("errors") or {}).items() if "traceback" not in k}
+    if not devices:
+        why = "; ".join(f"{k}: {v}" for k, v in errors.items()) or "no device was measured"
+        evidence = {"errors": probe.get("errors"), "versions": probe.get("versions"), "model": probe.get("model")}
+        return [CheckResult("model", title, FAIL, f"model check not run: {why}", evidence)]
+    if "probe" in errors:
+        # The probe stopped part-way (its time limit): the device it was on, and those after it, say so.
+        devices = [dict(d, errors={**(d.get("errors") or {}), "probe": errors["probe"]})
+                   if "generation_identical" not in d else d for d in devices]
+    return [judge_device(probe, device, want) for device in devices]
