@@ -4,9 +4,13 @@ Shared by every stage that runs `verify/` on a host (strays, verification, the a
 first, then run `verifier_command(...)`. The archive holds `verify/` and pyelftools (pure Python), so the host needs
 nothing but python3 — no pip, no network.
 
-The archive is byte-for-byte reproducible (sorted entries, fixed timestamps): pyinfra's `files.put` compares
-checksums, so an unchanged checkout uploads nothing on the next run. Several stages asking for it in one run plan the
-upload once per host: the first one's upload is in place before any later stage runs.
+The archive is byte-for-byte reproducible (sorted entries, fixed timestamps), so an unchanged checkout uploads
+nothing on the next run. It is built once per controller process and kept in memory — never in a shared directory
+such as /tmp, where another local account could plant a file of the expected name — and uploaded
+from those bytes through a private staging directory, installed only with their sha256 (`roles/uploads.py`). Every
+command that runs it on a host checks that sha256 first (`verifier_command`): a verifier from another checkout, or
+one changed on the host, is never run. Several stages asking for it in one run plan the upload once per host: the
+first one's upload is in place before any later stage runs.
 """
 
 from __future__ import annotations
@@ -14,9 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
-import os
 import shlex
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -26,11 +28,16 @@ from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from roles.run_memory import memory_of
+from roles.uploads import Upload, checked_files
 from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
 REMOTE_DIR = "/var/lib/rocm-fleet"
-REMOTE_VERIFIER = f"{REMOTE_DIR}/verify.pyz"
+VERIFIER_NAME = "verify.pyz"
+REMOTE_VERIFIER = f"{REMOTE_DIR}/{VERIFIER_NAME}"
+# Exit status of a verifier command that refused to run the file on the host (not the expected bytes): neither the
+# verifier's own 0/1/2 nor a shell's 126/127.
+STALE_EXIT = 3
 
 _MAIN = b"import sys\n\nfrom verify.cli import main\n\nsys.exit(main())\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can carry: entries must not depend on file mtimes
@@ -63,29 +70,35 @@ def zipapp_bytes() -> bytes:
 
 
 @functools.cache
-def build_zipapp() -> Path:
-    """Write the archive once per controller process and return its path (named by content, so concurrent runs of
-    different checkouts never overwrite each other's file)."""
-    data = zipapp_bytes()
-    cache = Path(tempfile.gettempdir()) / f"rocm-fleet-{os.getuid()}"
-    cache.mkdir(mode=0o700, exist_ok=True)
-    target = cache / f"verify-{hashlib.sha256(data).hexdigest()[:16]}.pyz"
-    if not target.is_file():
-        partial = cache / f".{target.name}.{os.getpid()}"
-        partial.write_bytes(data)
-        os.replace(partial, target)
-    return target
+def verifier_archive() -> bytes:
+    """The archive this controller process uploads, built once (its bytes and its sha256 never change in a run)."""
+    return zipapp_bytes()
+
+
+def verifier_sha256() -> str:
+    return hashlib.sha256(verifier_archive()).hexdigest()
+
+
+def stale_line() -> str:
+    return (f"rocm-fleet: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {verifier_sha256()[:12]}…): "
+            "not run — run the deploy (or tasks/verify.py) again to upload it")
 
 
 def verifier_command(*arguments: str, python: str = "python3") -> str:
-    """The shell command that runs the uploaded verifier with `arguments` (e.g. "strays", "--json")."""
-    return " ".join(shlex.quote(part) for part in (python, REMOTE_VERIFIER, *arguments))
+    """The shell command that runs the uploaded verifier with `arguments` (e.g. "strays", "--json") — only when the
+    file on the host has the sha256 of the archive this controller built; otherwise one line on stderr and exit
+    status STALE_EXIT. `-I`: the host's python3 ignores PYTHON* variables, the user site and the current directory."""
+    check = f"echo {shlex.quote(f'{verifier_sha256()}  {REMOTE_VERIFIER}')} | sha256sum --check --status 2>/dev/null"
+    run = " ".join(shlex.quote(part) for part in (python, "-I", REMOTE_VERIFIER, *arguments))
+    return f"if {check}; then {run}; else echo {shlex.quote(stale_line())} >&2; (exit {STALE_EXIT}); fi"
 
 
 @deploy("Upload the verifier")
 def _upload() -> None:
-    files.directory(name="Verifier directory", path=REMOTE_DIR, mode="755")
-    files.put(name=f"Upload {REMOTE_VERIFIER}", src=str(build_zipapp()), dest=REMOTE_VERIFIER, mode="644")
+    # Root's own: the verifier is run by root from here, so no other account may add, swap or rename files in it.
+    files.directory(name="Verifier directory", path=REMOTE_DIR, user="root", group="root", mode="755")
+    checked_files(name=f"Upload {REMOTE_VERIFIER}", directory=REMOTE_DIR,
+                  uploads=[Upload(VERIFIER_NAME, verifier_sha256(), verifier_archive())])
 
 
 def upload_verifier() -> None:

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from roles.apt_hook import operations
 from roles.settings import HostSettings
 from roles.stage import stage
-from roles.verifier import build_zipapp, upload_verifier
-
-
-def verifier_sha256() -> str:
-    return hashlib.sha256(build_zipapp().read_bytes()).hexdigest()
+from roles.verifier import upload_verifier, verifier_sha256
 
 
 @stage("Apt hook")

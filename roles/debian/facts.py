@@ -1,6 +1,7 @@
 """The facts every stage may read from a Debian or Ubuntu host: which OS it is, which ROCm it has, the installed
-versions of named packages, and what apt would remove with them. Each a command and a call to a pure parser in this
-package (os_support.py, installed_rocm.py, packages.py)."""
+versions of named packages, what apt would remove with them, and who can write the directories leading to the venv.
+Each a command and a call to a pure parser in this package (os_support.py, installed_rocm.py, packages.py,
+path_access.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from roles.debian.installed_rocm import RocmInstallation, parse_installation
 from roles.debian.kernel import HostKernels, parse_host_kernels
 from roles.debian.os_support import OsRelease, parse_os_release
 from roles.debian.packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
+from roles.debian.path_access import PathAccess, ancestors, parse_path_access
 
 
 class OsReleaseFile(FactBase):
@@ -118,3 +120,30 @@ class KernelDriver(FactBase):
     @staticmethod
     def default() -> HostKernels:
         return parse_host_kernels([])
+
+
+class VenvPathAccess(FactBase):
+    """Who can write the directories leading to the venv at `path` (see path_access.venv_path_problem): every existing
+    ancestor of the path as written and of its resolved form, `stat`ed without following it, the owner's uid, and
+    the accounts in each group involved. Shell and coreutils only: it runs in preflight, before python3 may exist."""
+
+    def command(self, path: str, owner: str) -> str:
+        written = " ".join(shlex.quote(directory) for directory in ancestors(path))
+        return (
+            f"p={shlex.quote(path)}; "
+            f"printf 'owner %s\\n' \"$(id -u -- {shlex.quote(owner)} 2>/dev/null)\"; "
+            'r=$(realpath -m -- "$(dirname -- "$p")"); printf \'resolved %s\\n\' "$r"; '
+            f'dirs=$({{ for d in {written}; do printf \'%s\\n\' "$d"; done; d=$r; printf \'%s\\n\' "$d"; '
+            'while [ "$d" != / ]; do d=$(dirname -- "$d"); printf \'%s\\n\' "$d"; done; } | sort -u | '
+            'while IFS= read -r d; do if [ -e "$d" ] || [ -L "$d" ]; then '
+            "stat -c 'dir %u %g %f %U %G %n' -- \"$d\"; fi; done); "
+            'printf \'%s\\n\' "$dirs"; for g in $(printf \'%s\\n\' "$dirs" | cut -d" " -f3 | sort -u); do '
+            'getent group "$g" | sed "s/^/group /"; '
+            'getent passwd | awk -F: -v g="$g" \'$4 == g {print "primary " g " " $1}\'; done'
+        )
+
+    def default(self) -> PathAccess:  # no output at all (e.g. a @fake host): nothing known, nothing refused
+        return PathAccess(owner_uid=None, entries=())
+
+    def process(self, output) -> PathAccess:
+        return parse_path_access(list(output))

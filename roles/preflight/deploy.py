@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pyinfra import host, logger
 
-from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile
+from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile, VenvPathAccess
+from roles.debian.path_access import venv_path_problem
 from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
 from roles.preflight.model import PreflightInput, check, disk_needs
 from roles.settings import HostSettings
@@ -32,7 +33,11 @@ def preflight(settings: HostSettings) -> None:
     ))
     for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
         host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)
-    if verdict.fit:
+    # Before any stage changes anything: a venv path other accounts can write is refused here.
+    venv_path = venv_path_problem(settings.venv_path, settings.venv_owner,
+                                  host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+    problems = verdict.problems + ((venv_path,) if venv_path else ())
+    if not problems:
         note(verdict.summary, name="host is fit")
     else:
-        stop("host is not fit", "preflight: " + "; ".join(verdict.problems))
+        stop("host is not fit", "preflight: " + "; ".join(problems))

@@ -11,8 +11,9 @@ from roles.debian.apt_commands import apt_get
 from roles.debian.facts import AptRemovalSimulation
 from roles.run_memory import memory_of
 from roles.stage import fail_command, tell_command
-from roles.strays.facts import DistroRocmStrays
+from roles.strays.facts import STALE, DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
+from roles.verifier import stale_line
 from verify.api import StraysReport
 
 
@@ -39,14 +40,18 @@ def _report_once(report: StraysReport, plan: RemovalPlan | None) -> None:
 def stray_packages(policy: str = "report", dpkg_lock_timeout: int = 300):
     """Report stray distro ROCm packages (`policy="report"`), or purge those no installed package needs (`"remove"`).
 
-    Reads the strays fact from the uploaded verifier; at plan time on a host that does not have the verifier yet
-    the fact is None, and the operation decides when it executes, after the upload (pyinfra runs the body again
-    then, with fresh facts).
+    Reads the strays fact from the uploaded verifier; at plan time on a host that does not have this checkout's
+    verifier yet the fact is None (or STALE: another verifier is there, and is not run), and the operation decides
+    when it executes, after the upload (pyinfra runs the body again then, with fresh facts).
     """
     if policy not in ("report", "remove"):
         raise ValueError(f"stray_packages: policy {policy!r} is not 'report' or 'remove'")
     report = host.get_fact(DistroRocmStrays)
-    if report is None:
+    if report == STALE and host.state.is_executing:
+        # After this run's upload the file must be ours: something changed it, and it is not run.
+        yield fail_command(f"strays: {stale_line()}")
+        return
+    if report is None or report == STALE:
         host.noop("stray distro ROCm packages: read when this runs, after the verifier is uploaded")
         return
     plan = plan_removal(report) if policy == "remove" else None

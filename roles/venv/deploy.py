@@ -1,24 +1,36 @@
-"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes."""
+"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes.
+
+The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
+runs): a path whose directories another account can write would let that account swap the venv
+(roles/debian/path_access.py).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.operations import files
 
+from roles.debian.facts import VenvPathAccess
+from roles.debian.path_access import venv_path_problem
 from roles.settings import HostSettings
 from roles.stage import stage, stop
+from roles.uploads import Upload, checked_files
 from roles.venv.facts import HostPython3
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
-from roles.venv.wheelhouse import prepare_wheelhouse
+from roles.venv.wheelhouse import prepare_wheelhouse, wheelhouse_files
 
-# Where a host keeps its copy of the wheelhouse (synced from the controller; only changed files travel).
+# Where a host keeps its copy of the wheelhouse (uploaded from the controller; only changed files travel).
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
 @stage("Venv")
 def venv(settings: HostSettings) -> None:
+    problem = venv_path_problem(settings.venv_path, settings.venv_owner,
+                                host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+    if problem:
+        stop("venv path others can write", f"{host.name}: {problem}")
+        return
     others = [f"bitsandbytes=={settings.bitsandbytes_version}"]
     python3_venv_package(name="python3-venv", lock_timeout=settings.dpkg_lock_timeout)
 
@@ -29,11 +41,12 @@ def venv(settings: HostSettings) -> None:
             stop("no python3", f"{host.name}: python3 is not installed, and the wheelhouse is built for the host's "
                                "Python version — install python3-venv (apt-get install python3-venv) and deploy again")
             return
-        # Prepared on the controller while planning (also with --dry): the sync below must know its files.
+        # Prepared on the controller while planning (also with --dry): the upload below must know its files.
         local = prepare_wheelhouse(Path(settings.wheelhouse), target, settings.torch_spec, settings.torch_index_url,
                                    others)
-        files.sync(name=f"Wheelhouse {target.tag}", src=str(local), dest=REMOTE_WHEELHOUSE, delete=True,
-                   exclude=[".complete.json"])
+        uploads = [Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())]
+        # Root-owned and world-readable: the owner's pip reads it; only root can change it.
+        checked_files(name=f"Wheelhouse {target.tag}", directory=REMOTE_WHEELHOUSE, uploads=uploads, delete=True)
         remote_wheelhouse = REMOTE_WHEELHOUSE
 
     venv_directory(name=f"venv {settings.venv_path}", path=settings.venv_path, owner=settings.venv_owner)

@@ -1,6 +1,10 @@
-"""Facts of the venv stage: the host's python3 (what the wheels must fit) and what an existing venv holds.
+"""Facts of the venv stage: the host's python3 (what the wheels must fit) and what an existing venv holds (who can
+write the directories leading to it is roles/debian/facts.py's VenvPathAccess, which preflight reads too).
 
-Both run a few lines of Python on the host and print JSON; `process` turns it into the model's dataclasses.
+None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
+venv is read as data by the host's own python3 (`python3 -I`: root's interpreter, no PYTHON* variables, no user site,
+not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info, the owner of each entry —
+with bounded reads of regular files only (a FIFO planted as METADATA must not hang root's plan).
 """
 
 from __future__ import annotations
@@ -21,14 +25,115 @@ _HOST_PYTHON = (
     "'glibc': libc[1] if len(libc) == 2 and libc[0] == 'glibc' else None, 'machine': platform.machine()}))"
 )
 
-# Runs with the venv's own interpreter: sys.prefix is the venv, importlib.metadata sees exactly its packages.
-_VENV_STATE = (
-    "import json, os, platform, pwd, sys; from importlib import metadata; "
-    "uid = os.stat(sys.prefix).st_uid; "
-    "owner = next((p.pw_name for p in pwd.getpwall() if p.pw_uid == uid), str(uid)); "
-    "print(json.dumps({'python': platform.python_version(), 'owner': owner, "
-    "'packages': {d.metadata['Name']: d.version for d in metadata.distributions() if d.metadata['Name']}}))"
-)
+# verify/safe_read.py's `read_text(path, LIMIT, errors="replace", follow=False)`, the one way verify/ reads a file
+# of the venv, copied as text: the fact below runs alone on the host (`python3 -I -c`), where verify/ is not
+# importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
+# tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
+# verify/stack/venv_layout.MAX_METADATA.
+_READ_TEXT = r'''
+import os, stat
+LIMIT = 16 << 20
+def text(path):
+    handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)  # opens nothing: no FIFO wait, no driver
+    try:
+        checked = os.fstat(handle)
+        if not stat.S_ISREG(checked.st_mode):
+            raise OSError("%s: not a regular file" % path)
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+        try:
+            fd = os.open("/proc/self/fd/%d" % handle, flags)  # the inode just checked
+        except FileNotFoundError:
+            fd = os.open(path, flags | os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            raise OSError("%s: replaced while it was being opened" % path)
+        if opened.st_size > LIMIT:
+            raise OSError("%s: %d bytes, more than %d" % (path, opened.st_size, LIMIT))
+        chunks, size = [], 0
+        while size <= LIMIT:
+            chunk = os.read(fd, min(1 << 16, LIMIT + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > LIMIT:
+            raise OSError("%s: more than %d bytes" % (path, LIMIT))
+        return b"".join(chunks).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+'''
+
+# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
+_VENV_STATE = _READ_TEXT + r'''
+import json, pwd, sys
+venv, owner = sys.argv[1], sys.argv[2]
+def name_of(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+def headers(path):
+    found = {}
+    for line in text(path).splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.lower() in ("name", "version") and key.lower() not in found:
+            found[key.lower()] = value.strip()
+    return found
+if not os.path.lexists(os.path.join(venv, "bin", "python")):
+    print("null")
+    sys.exit(0)
+state = {"owner": name_of(os.stat(venv).st_uid), "python": None, "packages": {}, "foreign": None, "broken": None}
+problems = []
+if not os.path.exists(os.path.join(venv, "bin", "python")):
+    problems.append("bin/python points to an interpreter that is gone")
+try:
+    config = dict(line.split("=", 1) for line in text(os.path.join(venv, "pyvenv.cfg")).splitlines() if "=" in line)
+    config = {key.strip(): value.strip() for key, value in config.items()}
+    state["python"] = config.get("version") or config.get("version_info")
+except OSError as error:
+    problems.append("no readable pyvenv.cfg")
+if not state["python"]:
+    problems.append("pyvenv.cfg names no Python version")
+try:
+    sites = [os.path.join(venv, "lib", d, "site-packages") for d in sorted(os.listdir(os.path.join(venv, "lib")))
+             if d.startswith("python3") and os.path.isdir(os.path.join(venv, "lib", d, "site-packages"))]
+except OSError:
+    sites = []
+if len(sites) != 1:
+    problems.append("%d lib/python3*/site-packages" % len(sites))
+for site in sites:
+    for entry in sorted(os.listdir(site)):
+        if entry.endswith(".dist-info"):
+            try:
+                found = headers(os.path.join(site, entry, "METADATA"))
+            except OSError:
+                continue
+            if found.get("name") and found.get("version"):
+                state["packages"][found["name"]] = found["version"]
+try:
+    owner_uid = pwd.getpwnam(owner).pw_uid
+except KeyError:
+    owner_uid = None
+if owner_uid is not None:
+    for directory, subdirectories, names in os.walk(venv):
+        for name in subdirectories + names:
+            path = os.path.join(directory, name)
+            try:
+                if os.lstat(path).st_uid != owner_uid:
+                    state["foreign"] = path
+                    break
+            except OSError:
+                pass
+        if state["foreign"]:
+            break
+state["broken"] = "; ".join(problems) or None
+print(json.dumps(state))
+'''
 
 
 def _load(output, what: str):
@@ -42,7 +147,7 @@ class HostPython3(FactBase):
     """The host's python3 (version, glibc, machine), or None when there is no python3."""
 
     def command(self) -> str:
-        return f"if command -v python3 >/dev/null; then python3 -c {shlex.quote(_HOST_PYTHON)}; else echo null; fi"
+        return f"if command -v python3 >/dev/null; then python3 -I -c {shlex.quote(_HOST_PYTHON)}; else echo null; fi"
 
     def process(self, output) -> HostPython | None:
         data = _load(output, "host python3")
@@ -54,17 +159,21 @@ class HostPython3(FactBase):
 
 
 class VenvContents(FactBase):
-    """What the venv at `path` holds: a VenvState; None when there is no venv; "broken" when its python does not run
-    (e.g. the interpreter it was made from is gone)."""
+    """What the venv at `path` holds, read as data: a VenvState (its `broken` says why it cannot be used as it is,
+    its `foreign` names a file not owned by `owner`); None when there is no venv."""
 
-    def command(self, path: str) -> str:
+    def command(self, path: str, owner: str) -> str:
         python = shlex.quote(f"{path}/bin/python")
-        return (f"if [ -e {python} ] || [ -L {python} ]; then "
-                f"{python} -c {shlex.quote(_VENV_STATE)} 2>/dev/null || echo '\"broken\"'; else echo null; fi")
+        read = f"python3 -I -c {shlex.quote(_VENV_STATE)} {shlex.quote(path)} {shlex.quote(owner)}"
+        no_python3 = json.dumps({"owner": None, "python": None, "packages": {}, "foreign": None,
+                                 "broken": "the host has no python3 to read it with"})
+        return (f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "
+                f"elif command -v python3 >/dev/null; then {read}; else echo {shlex.quote(no_python3)}; fi")
 
-    def process(self, output) -> VenvState | str | None:
+    def process(self, output) -> VenvState | None:
         data = _load(output, "venv contents")
-        if data is None or data == "broken":
-            return data
+        if data is None:
+            return None
         packages = {canonicalize_name(name): version for name, version in data["packages"].items()}
-        return VenvState(python=data["python"], owner=data["owner"], packages=packages)
+        return VenvState(python=data["python"] or "?", owner=data["owner"] or "?", packages=packages,
+                         foreign=data.get("foreign"), broken=data.get("broken"))

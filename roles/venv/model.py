@@ -1,5 +1,6 @@
 """The venv stage's decisions, pure: is a requirement met by what is installed, does the venv need creating, and for
-which platforms does the controller download wheels.
+which platforms does the controller download wheels. Whether the venv may live at its path (who else could change it)
+is roles/debian/path_access.py, which preflight asks too.
 
 Why not pyinfra's pip operations: its fact drops local version labels (`2.13.0+rocm7.2`), so `torch==2.13.0+rocm7.2`
 looks unmet and is reinstalled on every run. Here requirements are compared with packaging's PEP 440 rules against
@@ -39,11 +40,13 @@ class HostPython:
 
 @dataclass(frozen=True)
 class VenvState:
-    """What is in an existing venv (read with its own interpreter)."""
+    """What is in an existing venv (read as data by the host's python3: nothing of the venv is run)."""
 
-    python: str  # "3.11.2"
-    owner: str
+    python: str  # "3.11.2", from pyvenv.cfg
+    owner: str  # of the venv's directory
     packages: Mapping[str, str] = field(default_factory=dict)  # canonical name -> version
+    foreign: str | None = None  # the first path in the venv not owned by the venv's owner (e.g. pip ran as root)
+    broken: str | None = None  # why it cannot be used as it is (no interpreter, no pyvenv.cfg version …); None: usable
 
     @property
     def minor(self) -> str:
@@ -98,20 +101,25 @@ def describe_installed(requirements: Sequence[str], installed: Mapping[str, str]
 
 @dataclass(frozen=True)
 class VenvPlan:
-    action: str | None  # "create", "recreate", "chown", or None (nothing to do)
+    # "create"; "recreate" (the owner remakes it in place); "replace" (root removes it, then it is created: it is
+    # another account's, or holds another account's files, which neither the owner may keep nor root may chown — a
+    # recursive chown as root of a tree someone else could change is how files outside it change hands); or None.
+    action: str | None
     reason: str
 
 
-def plan_venv(path: str, state: VenvState | None, broken: bool, host_python: HostPython | None,
-              owner: str) -> VenvPlan:
+def plan_venv(path: str, state: VenvState | None, host_python: HostPython | None, owner: str) -> VenvPlan:
     """What to do about the venv directory itself (not its packages)."""
-    if broken:
-        return VenvPlan("recreate", f"{path}/bin/python does not run: recreating the venv")
+    if state is not None and state.owner != owner:
+        return VenvPlan("replace", f"the venv at {path} belongs to {state.owner}, not {owner}: replacing it")
+    if state is not None and state.foreign:
+        return VenvPlan("replace", f"{state.foreign} in the venv does not belong to {owner} (an interrupted run as "
+                                   "another account?): replacing the venv")
+    if state is not None and state.broken:
+        return VenvPlan("recreate", f"the venv at {path} is broken ({state.broken}): recreating it")
     if state is None:
         return VenvPlan("create", f"no venv at {path}")
     if host_python is not None and state.minor != host_python.minor:
         return VenvPlan("recreate", f"the venv at {path} runs Python {state.python}, the host's python3 is "
                                     f"{host_python.version} (wheels are built per Python version): recreating it")
-    if state.owner != owner:
-        return VenvPlan("chown", f"the venv at {path} belongs to {state.owner}, not {owner}")
     return VenvPlan(None, f"venv {path} exists (Python {state.python}, owner {owner})")

@@ -8,21 +8,29 @@ Two pip runs, because torch and the rest come from different indexes: torch (and
 index alone, as PyTorch documents (`--index-url`); then the rest from pip's configured index, with torch pinned to the
 exact file already downloaded, so pip cannot swap in another torch build from PyPI.
 
-A set is complete when its stamp (written last) lists the requirements, the indexes and every file with its size;
-then nothing is downloaded again. Anything else is rebuilt in a private directory and moved into place, so an
-interrupted download never leaves a half set that looks complete. Several hosts (greenlets) and several controller
-processes may ask at once: one downloads, the others wait and reuse.
+A set is complete when its stamp (written last) lists the requirements, the indexes and every file with its size and
+sha256, and every file still has them (hashed again once per controller process: a wheel changed since it was
+downloaded is downloaded again, not uploaded); then nothing is downloaded again. Anything else is rebuilt in a private
+directory (mkdtemp) and moved into place, so an interrupted download never leaves a half set that looks complete.
+Several hosts (greenlets) and several controller processes may ask at once: one downloads, the others wait and reuse.
+
+The set carries `requirements.txt`: every wheel as `name==version --hash=sha256:…`, from the hashes computed here.
+The host installs with `pip install --no-index --require-hashes -r requirements.txt`, so pip installs exactly these
+bytes (and the upload, `roles/uploads.py`, checks each file's sha256 on the host before it is put in place).
+What the hashes rest on: pip downloaded the wheels over TLS from the indexes and checked them against the hashes the
+index states; from then on they are ours.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
-import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -35,7 +43,9 @@ from roles.venv.model import HostPython, wheel_platforms
 log = logging.getLogger(__name__)
 
 STAMP = ".complete.json"
+REQUIREMENTS = "requirements.txt"  # = roles.venv.operations.REQUIREMENTS
 _in_process = threading.Lock()  # greenlets of one run: pip runs block, so no switch happens while this is held
+_verified: dict[Path, str] = {}  # directory -> the stamp text whose hashes this process checked
 
 
 class WheelhouseError(PyinfraError):
@@ -74,15 +84,59 @@ def _recipe(target: HostPython, torch_spec: str, torch_index_url: str, others: l
             "torch_index_url": torch_index_url, "others": sorted(others)}
 
 
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as opened:
+        for block in iter(lambda: opened.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def requirements_text(files: dict[str, dict]) -> str:
+    """requirements.txt for pip's hash-checking mode: one line per distribution, every wheel's sha256."""
+    hashes: dict[tuple[str, str], list[str]] = {}
+    for name, entry in sorted(files.items()):
+        if name.endswith(".whl"):
+            wheel_name, version, _build, _tags = parse_wheel_filename(name)
+            hashes.setdefault((str(wheel_name), str(version)), []).append(entry["sha256"])
+    lines = [f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in sorted(digests))
+             for (name, version), digests in sorted(hashes.items())]
+    return "\n".join(lines) + "\n"
+
+
 def _complete(directory: Path, recipe: dict) -> bool:
     try:
-        stamp = json.loads((directory / STAMP).read_text())
+        text = (directory / STAMP).read_text()
+        stamp = json.loads(text)
     except (OSError, ValueError):
         return False
-    if stamp.get("recipe") != recipe:
+    files = stamp.get("files") if isinstance(stamp, dict) else None
+    if stamp.get("recipe") != recipe or not isinstance(files, dict):
         return False
-    return all((directory / name).is_file() and (directory / name).stat().st_size == size
-               for name, size in stamp.get("files", {}).items())
+    if not all(isinstance(entry, dict) and {"size", "sha256"} <= set(entry) for entry in files.values()):
+        return False  # a stamp from before the hashes: download again
+    for name, entry in files.items():
+        if not (directory / name).is_file() or (directory / name).stat().st_size != entry["size"]:
+            return False
+    if _verified.get(directory) != text:
+        if any(sha256_of(directory / name) != entry["sha256"] for name, entry in files.items()):
+            log.warning("wheelhouse %s: a file no longer has the sha256 it was downloaded with: downloading again",
+                        directory)
+            return False
+        _verified[directory] = text
+    requirements = directory / REQUIREMENTS
+    wanted = requirements_text(files)
+    if not requirements.is_file() or requirements.read_text() != wanted:
+        requirements.write_text(wanted)
+    return True
+
+
+def wheelhouse_files(directory: Path) -> dict[str, str]:
+    """{file name: sha256} of a complete set, requirements.txt included: what the host gets."""
+    files = json.loads((directory / STAMP).read_text())["files"]
+    found = {name: entry["sha256"] for name, entry in files.items()}
+    found[REQUIREMENTS] = hashlib.sha256(requirements_text(files).encode()).hexdigest()
+    return found
 
 
 def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_index_url: str,
@@ -98,9 +152,8 @@ def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_in
             fcntl.flock(lock, fcntl.LOCK_EX)
             if _complete(directory, recipe):  # another controller process finished it meanwhile
                 return directory
-            partial = base / f".partial-{target.tag}-{os.getpid()}"
-            shutil.rmtree(partial, ignore_errors=True)
-            partial.mkdir()
+            # Private (mode 700) and unpredictable, also in a wheelhouse directory other accounts can write.
+            partial = Path(tempfile.mkdtemp(prefix=f".partial-{target.tag}-", dir=base))
             try:
                 torch_name = Requirement(torch_spec).name
                 _pip_download(partial, target, [torch_spec], ["--index-url", torch_index_url])
@@ -109,11 +162,15 @@ def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_in
                 # --find-links: the torch wheel just downloaded is a candidate, and the pin makes it the only one.
                 _pip_download(partial, target, list(others), ["--find-links", str(partial), "--constraint", str(pin)])
                 pin.unlink()
-                files = {wheel.name: wheel.stat().st_size for wheel in sorted(partial.glob("*.whl"))}
+                files = {wheel.name: {"size": wheel.stat().st_size, "sha256": sha256_of(wheel)}
+                         for wheel in sorted(partial.glob("*.whl"))}
+                (partial / REQUIREMENTS).write_text(requirements_text(files))
                 (partial / STAMP).write_text(json.dumps({"recipe": recipe, "files": files}, indent=2) + "\n")
+                partial.chmod(0o755)
                 if directory.exists():
                     shutil.rmtree(directory)
                 partial.rename(directory)
+                _verified[directory] = (directory / STAMP).read_text()
             except BaseException:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise

@@ -1,10 +1,13 @@
 """The verification stage as a pyinfra deploy: upload the verifier, run every check on the host, keep the report.
 
 Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
-venv's python (with -B, so not even a .pyc is written). On the controller it writes reports/<host>.json and, when the
-run ends, the fleet summary (`fleet.py`). A host passes only on a report that proves it (`reports.py`, and the rule
-in verify/report/report.py); a host whose verdict is "fail" is failed with the report's one-line reason, a host whose
-output proves nothing with one line saying what was wrong. pyinfra then runs nothing more on it and exits 1.
+venv's python (with -B, so not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv
+another account owns: the verifier runs as root, the code in the venv is its owner's. The verifier runs only when its
+sha256 is this checkout's (`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads
+strictly). On the controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A
+host passes only on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose
+verdict is "fail" is failed with the report's one-line reason, a host whose output proves nothing with one line saying
+what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ def check_arguments(settings: HostSettings) -> list[str]:
         "--expect-rocm", settings.rocm_release,
         "--expect-bitsandbytes", settings.bitsandbytes_version,
         "--device", settings.verify_device,
+        "--probe-user", settings.venv_owner,
         "--json",
     ]
     if not settings.gpu_required:

@@ -59,6 +59,9 @@ AMD_PIN = ["==> /etc/apt/preferences.d/repo-radeon-pin-600", "Package: *", "Pin:
            "Pin-Priority: 600", ""]
 ADDUSER_FRESH = ["==> /etc/adduser.conf", '#EXTRA_GROUPS="users"', "#ADD_EXTRA_GROUPS=0"]
 ADDUSER_DONE = ["==> /etc/adduser.conf", 'EXTRA_GROUPS="users render video"', "ADD_EXTRA_GROUPS=1"]
+# The VenvPathAccess fact (roles/debian/facts.py): /opt/rocm-fleet/venv under root's own /opt.
+VENV_PATH_ACCESS = ["owner 0", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
+                    "group root:x:0:", "primary 0 root"]
 UBUNTU_COLLIDING = ["rocminfo\t5.7.1-3build1\tii ", "hipcc\t5.7.1-3\tii ", "rocm-cmake\t6.0.0-1\tii "]
 UBUNTU_REMOVAL = ["Remv hipcc [5.7.1-3]", "Remv rocm-cmake [6.0.0-1]", "Remv rocminfo [5.7.1-3build1]"]
 
@@ -67,6 +70,7 @@ def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), r
              pins=(), adduser=ADDUSER_FRESH):
     # Insertion order matters: the first matching key answers. InstalledRocm's command also runs dpkg-query.
     return {
+        "realpath -m": VENV_PATH_ACCESS,  # before "getent passwd": its command runs getent too
         "echo \"running $r\"": KERNEL_NOBLE,
         "/etc/apt/preferences.d/*": list(pins),
         "/etc/adduser.conf": list(adduser),

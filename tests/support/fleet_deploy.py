@@ -3,6 +3,7 @@
     run = deploy(fleet.inventory)                                   # pyinfra INVENTORY deploy.py -y --json
     run = deploy(fleet.inventory, "deploy.py", "dpkg_lock_timeout=5")
     run = deploy(fleet.inventory, "tasks/rocm.py", limit="ws2")     # … --limit ws2: only that host
+    run = deploy(fleet.inventory, dry=True)                         # pyinfra INVENTORY deploy.py --dry --json
     host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
     snapshot(host.root)                                             # every path of a host's filesystem, to compare
@@ -30,8 +31,9 @@ ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-
 NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
-def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str | None = None) -> list[str]:
-    argv = [PYINFRA, str(inventory), task, "-y", "--json"]
+def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str | None = None,
+                dry: bool = False) -> list[str]:
+    argv = [PYINFRA, str(inventory), task, "--dry" if dry else "-y", "--json"]
     if limit is not None:
         argv += ["--limit", limit]
     for item in data:
@@ -40,11 +42,12 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
 
 
 def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float | None = None,
-           limit: str | None = None) -> PyinfraRun:
-    """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it.
-    No time limit unless given: a run takes what the machine's load makes it take (pytest-timeout is the hang guard)."""
-    done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit), capture_output=True, text=True, cwd=REPO,
-                          env=ENV, timeout=timeout)
+           limit: str | None = None, dry: bool = False) -> PyinfraRun:
+    """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it
+    (dry=True: `--dry` instead of `-y`: the plan, nothing changed). No time limit unless given: a run takes what the
+    machine's load makes it take (pytest-timeout is the hang guard)."""
+    done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit, dry=dry), capture_output=True, text=True,
+                          cwd=REPO, env=ENV, timeout=timeout)
     return finished(done)
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
-from verify.report.report import CheckResult, Facts, HostInfo, Report, Request, build_report
+from verify.report.report import CheckResult, Facts, HostInfo, ProbeAccountFacts, Report, Request, build_report
 
 HOSTNAME = "ws1"
 REQUEST = {"venv": "/opt/rocm-fleet/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1", "device": "auto",
@@ -20,7 +21,8 @@ RUNTIME = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.m
 
 
 FACTS = Facts(rocm="7.2.4-93", torch="2.13.0+rocm7.2", torch_hip="7.2.53211", bitsandbytes="0.50.1",
-              bnb_library="libbitsandbytes_rocm72.so", gpus=(), device_mode="gpu", linkage=None, strays=None, nf4=())
+              bnb_library="libbitsandbytes_rocm72.so", gpus=(), device_mode="gpu", linkage=None, strays=None, nf4=(),
+              probe_account=ProbeAccountFacts("alice", 1001, ("alice", "render", "video")))
 
 
 def sample(statuses: dict[str, str] | None = None, *, static_only: bool = False,
@@ -34,7 +36,7 @@ def sample(statuses: dict[str, str] | None = None, *, static_only: bool = False,
     return build_report(
         host=HostInfo(HOSTNAME, "Ubuntu 24.04.4 LTS", "6.17.0", "x86_64", "3.12.3"),
         request=Request(**dict(REQUEST, static_only=static_only)),
-        facts=FACTS,
+        facts=replace(FACTS, probe_account=None) if static_only else FACTS,
         checks=checks,
         generated_at="2026-11-29T18:00:00Z",
         tool_version="0.1.0",

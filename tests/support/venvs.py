@@ -6,9 +6,12 @@ lock and a venv counts as ready only when its stamp (the exact requirement list)
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from roles import pins
@@ -54,6 +57,33 @@ def transformers_venv() -> Path:
     return ensure_venv("torch-cpu-transformers", TORCH_CPU_TRANSFORMERS, python=SYSTEM_PYTHON)
 
 
+def planted_venv(venv: Path, standin: Path, environ: dict[str, str] | None = None) -> Path:
+    """A venv at `venv` (made with the system python3, nothing installed) whose site-packages carry a .pth file that
+    puts the transformers venv's packages on the path and, at start-up, sets `environ` and runs `standin` (a
+    sitecustomize.py of tests/support/standins/): a fault planted as a venv's owner could plant it. What the model
+    check's tests run as the venv's owner — PYTHONPATH would not reach that probe (it gets the owner's environment).
+    Returns its python."""
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    hook = f"import os; os.environ.update({dict(environ or {})!r}); import runpy; runpy.run_path({str(standin)!r})"
+    (site_packages(venv) / "planted.pth").write_text(f"{site_packages(transformers_venv())}\n{hook}\n")
+    return venv / "bin" / "python"
+
+
 def site_packages(venv: Path) -> Path:
     (found,) = (venv / "lib").glob("python3*/site-packages")
     return found
+
+
+@contextlib.contextmanager
+def root_only_dir():
+    """A new directory (mode 755) whose parents only root can write, removed afterwards: for venvs another account
+    owns (pytest's tmp_path lies under /tmp, which every account can write, and under a directory only root can enter).
+    """
+    base = REPO / ".cache"
+    base.mkdir(exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix="root-only-", dir=base))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)

@@ -193,7 +193,8 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     read_only = {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
                  debian_facts.InstalledRocm().command(), debian_facts.KernelDriver().command(),
                  preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
-                 preflight_facts.ExistingUsers().command(["maria", "root"])}
+                 preflight_facts.ExistingUsers().command(["maria", "root"]),
+                 debian_facts.VenvPathAccess().command(path="/opt/rocm-fleet/venv", owner="root")}
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
     assert sent and set(sent) <= read_only, sent
 

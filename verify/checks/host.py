@@ -6,7 +6,8 @@ whole run: the linkage analysis, the strays' libraries, the versions and the ven
 is opened through verify/safe_read.py. `shared(compute)` runs `compute(host)` the first time a check asks and keeps
 the answer for the others: dpkg's packages (strays and versions), the strays report (its check, and the linkage
 check's package names), the linkage's inputs (the linkage and maps checks, the report's facts), the runtime probe
-(runtime, maps and NF4). `static_stopped` says why the static part did not finish (its time limit): what it did not
+(runtime, maps and NF4). `probe_account` is who runs the venv's code (checks/probe_account.py), chosen before any
+check runs. `static_stopped` says why the static part did not finish (its time limit): what it did not
 compute is then not computed afterwards, outside the limit; `runtime_blocked` says why the probe must not start.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
+from verify.checks.probe_account import ProbeAccount, probe_account
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
 from verify.report.report import CheckResult, HostInfo, Request
@@ -43,17 +45,22 @@ class CheckOptions:
     static_time_limit: float | None = STATIC_TIME_LIMIT  # None: no limit
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
     expect_amd_repo: bool = False  # ROCm comes from AMD's apt repositories here: check the pin and the lists
+    probe_user: str | None = None  # run the probe as this account (None: see probe_account.probe_account)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 class Host:
     def __init__(self, options: CheckOptions):
         """Raises venv_layout.VenvError for a --venv that is not a venv, rocm_release.UnknownRelease for an
-        --expect-rocm this checkout has no release file for."""
+        --expect-rocm this checkout has no release file for, probe_account.ProbeAccountError for a probe account that
+        cannot be used (all before anything is checked)."""
         self.options = options
         self.release = rocm_release(options.expect_rocm)  # what the expected release is (releases/X.Y.Z.json)
         self.view = FileSystemView(str(options.root))
         self.venv = find_venv(options.venv, self.view)
+        # Who runs the venv's code; None: nothing of it runs (--static-only).
+        self.probe_account: ProbeAccount | None = (
+            None if options.static_only else probe_account(options.probe_user, self.venv.root))
         self._shared: dict[Callable[[Host], Any], Any] = {}
         self.static_stopped: str | None = None  # why the static part stopped before its end (its time limit)
         self.runtime_blocked: str | None = None  # why the runtime probe must not start (set by a static check)

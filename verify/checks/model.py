@@ -1,9 +1,10 @@
 """The model check — a 4-bit NF4 causal LM loads and generates on every GPU: run `model_probe.py` in the venv as the
 venv's owner, then judge what it measured (`model.<device>`, e.g. `model.cuda0`, `model.cpu`).
 
-`run_model_probe` starts the venv's python the way `runtime.run_probe` does (fed the probe on stdin, one JSON
-line back), but never as root: as root it switches the child to the venv's owner (verify/checks/run_as.py) and refuses an
-owner that is root. Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
+`run_model_probe` starts the venv's python the way `runtime.run_probe` does — `runtime.run_script`, as the account
+probe_account.py chose (the venv's owner: `--probe-user`, venv_owner), fed the probe on stdin, one JSON line back —
+but never as root, whatever the venv: Transformers reads model files (a checkpoint directory is the lab's, not
+root's), so an owner that is root is refused (`root_refusal`) and the check says how to fix it. Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
 bounds of `model_bounds.py`: pass; warn when a checkpoint's 16-bit reference could not be loaded on a GPU (its
 logits were not compared); fail otherwise. A CPU run says plainly that it is not a GPU pass. For a checkpoint, each
 GPU's check also says whether the model fits it in 4-bit and in 16 bits.
@@ -22,7 +23,7 @@ from typing import Any, Mapping
 from verify.checks import model_bounds
 from verify.stack.gpu_arch import base_arch
 from verify.report.report import FAIL, PASS, WARN, CheckResult
-from verify.checks.run_as import AccountError, account
+from verify.checks.probe_account import ProbeAccount
 from verify.checks.runtime import ProbeRun, run_script
 
 # Synthetic: seconds on a GPU, about half a minute on a busy shared CPU; a 13B checkpoint: reading 26 GB, quantizing.
@@ -54,35 +55,30 @@ def probe_arguments(device: str, source: str = SYNTHETIC) -> list[str]:
     return ["--device", device, "--path", source, "--seed", str(model_bounds.SEED), *model_bounds.PROMPT_ARGUMENTS]
 
 
+def root_refusal(account: ProbeAccount | None) -> str | None:
+    """Why the model probe must not run as `account` (None: this process's own account): it is root."""
+    if (os.geteuid() if account is None else account.uid) != 0:
+        return None
+    return ("refused: the venv's owner is root, and the model check runs Transformers, which reads model files, only "
+            "as an unprivileged account — set venv_owner to the account that owns the venv (by hand: --probe-user), "
+            "or verify_model: 'off'")
+
+
 def run_model_probe(
     python: Path,
     want: ModelExpectations,
     *,
-    owner: str | None,
+    account: ProbeAccount | None,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> ProbeRun:
-    """Run the model probe with the venv's `python` as `owner` (the venv's owner), with the caller's environment
-    (HIP_VISIBLE_DEVICES …) but the owner's HOME. As root, an owner that is root (or none) is refused."""
-    base = dict(os.environ if env is None else env)
-    try:
-        if owner is None:
-            if os.geteuid() == 0:
-                raise AccountError("no venv owner given")
-            switch, child_env = {}, base
-        else:
-            who = account(owner)
-            if who.uid == 0 and os.geteuid() == 0:
-                raise AccountError(f"the venv owner {owner} is root")
-            switch, child_env = who.subprocess_arguments(), who.environment(base)
-    except AccountError as error:
-        return ProbeRun(
-            None, -1, (),
-            f"refusing to run the venv's python as root ({error}): it runs as the account that owns the venv — set "
-            "venv_owner to that account",
-        )
+    """Run the model probe with the venv's `python` as `account` (the venv's owner; None: this process's own account)
+    with the caller's environment as probe_account.py passes it (HIP_VISIBLE_DEVICES …). Never as root."""
+    refusal = root_refusal(account)
+    if refusal is not None:
+        return ProbeRun(None, -1, (), refusal)
     arguments = [*probe_arguments(want.device, want.source), "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
-    return run_script(python, probe_source(), arguments, env=child_env, timeout=timeout, run_as=switch)
+    return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
 
 
 # --- judging ----------------------------------------------------------------------------------------------------

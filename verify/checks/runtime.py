@@ -1,9 +1,13 @@
 """Check 3 — run the probe in the venv, then judge what it saw (torch, GPUs, bitsandbytes' library).
 
-`run_probe` is the one place in `verify/` that starts a process: the venv's own python, fed `runtime_probe.py` on
-stdin (so the probed process imports nothing of ours). Everything after that is pure: `judge_runtime` turns the
+`run_script` is the one place in `verify/` that starts the venv's own python: fed a self-contained probe on stdin
+(so the probed process imports nothing of ours) — `runtime_probe.py` here (`run_probe`), `model_probe.py` for the
+model check (model.py). Everything after that is pure: `judge_runtime` turns the
 probe's JSON into `CheckResult`s. The same probe run serves the comparison of /proc/self/maps with the static
 prediction (`maps.py`) and the NF4 smoke (`nf4.py`).
+
+The probe runs as the venv's owner, never as root for a venv another account can change (`probe_account.py`): the
+account is chosen when the run starts (`Host.probe_account`) and each ProbeRun says who ran it.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -19,6 +25,7 @@ from typing import Any, Mapping
 
 from verify.checks import linkage
 from verify.checks.host import Host
+from verify.checks.probe_account import ProbeAccount, root_probe_refusal
 from verify.checks.versions import INSTALL_ROCM_FIX
 from verify.report.report import FAIL, PASS, WARN, CheckResult, Gpu
 from verify.stack.gpu_arch import arch_supported, base_arch
@@ -33,6 +40,7 @@ DEFAULT_TIMEOUT_S = 900
 BLOCKSIZE = 64
 SHAPE = (1024, 1024)
 SEED = 1234
+PROBE_OUTPUT_LIMIT = 16 * 1024 * 1024  # the probe's report is well under 1 MiB (its maps lists are the bulk)
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,7 @@ class ProbeRun:
     returncode: int
     stderr_tail: tuple[str, ...] = ()
     error: str | None = None  # why there is no data, one line
+    account: ProbeAccount | None = None  # who ran it; None: no process was started
 
     def to_evidence(self) -> dict[str, Any]:
         return {"returncode": self.returncode, "stderr_tail": list(self.stderr_tail), "error": self.error}
@@ -75,14 +84,16 @@ def run_probe(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    account: ProbeAccount | None = None,
 ) -> ProbeRun:
-    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …)."""
+    """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …), as
+    `account` when that is not this process's own (then with that account's environment: probe_account.py)."""
     arguments = [
         "--device", device,
         "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
         *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
     ]
-    return run_script(python, probe_source(), arguments, env=env, timeout=timeout)
+    return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
 
 
 def run_script(
@@ -92,45 +103,71 @@ def run_script(
     *,
     env: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
-    run_as: Mapping[str, Any] | None = None,
+    account: ProbeAccount | None = None,
 ) -> ProbeRun:
-    """Run a self-contained probe script, fed on stdin to `python`, and read the JSON line it prints.
+    """Run a self-contained probe script (this one, the model check's), fed on stdin to `python`, as `account`, and
+    read the JSON line it prints: the one way the verifier runs the venv's code.
 
-    -B: write no .pyc into the venv — verification changes nothing on the host. `run_as`: extra subprocess arguments
-    that drop privileges in the child (user, group, extra_groups — see verify/run_as.py).
+    -B: write no .pyc into the venv — verification changes nothing on the host.
     """
     command = [str(python), "-B", "-", *arguments]
-    try:
-        done = subprocess.run(
-            command,
-            input=source,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=dict(os.environ if env is None else env),
-            cwd="/",
-            **(run_as or {}),
-        )
-    except subprocess.TimeoutExpired as expired:
-        tail = (expired.stderr or b"")[-2000:]
-        tail_text = tail.decode("utf-8", "replace") if isinstance(tail, bytes) else tail
-        return ProbeRun(None, -1, tuple(tail_text.splitlines()[-10:]), f"the probe did not finish within {timeout:.0f} s")
-    except OSError as error:
-        return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
-    stderr_tail = tuple(line for line in done.stderr.splitlines() if line.strip())[-10:]
+    environ = dict(os.environ if env is None else env)
+    switch = {}
+    if account is not None:
+        switch, environ = account.switch(), account.environment(environ)
+    # Its output goes to private unnamed files, of which only the tails are read: the probe is the owner's code, and
+    # root's verifier must neither take in whatever it prints nor wait for a child it left holding a pipe. Its own
+    # session, so that what it started is stopped with it.
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env=environ,
+                                       cwd="/",  # readable by every account
+                                       start_new_session=True, **switch)
+        except OSError as error:
+            return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
+        timed_out = False
+        try:
+            process.communicate(source.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _stop_session(process)
+        stdout, stderr = _tail(out, PROBE_OUTPUT_LIMIT), _tail(err, 64 * 1024)
+    stderr_tail = tuple(line for line in stderr.splitlines() if line.strip())[-10:]
+    if timed_out:
+        return ProbeRun(None, -1, stderr_tail, f"the probe did not finish within {timeout:.0f} s", account)
     data = None
-    for line in reversed(done.stdout.splitlines()):
+    for line in reversed(stdout.splitlines()):
         if line.startswith("{"):
             try:
                 data = json.loads(line)
             except ValueError:
                 pass
             break
+    if not isinstance(data, dict):
+        data = None
     if data is None:
-        why = f"exit status {done.returncode}" if done.returncode >= 0 else f"killed by signal {-done.returncode}"
+        code = process.returncode
+        why = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
         last = stderr_tail[-1] if stderr_tail else "no output"
-        return ProbeRun(None, done.returncode, stderr_tail, f"the probe produced no report ({why}; last line: {last})")
-    return ProbeRun(data, done.returncode, stderr_tail)
+        return ProbeRun(None, code, stderr_tail, f"the probe produced no report ({why}; last line: {last})", account)
+    return ProbeRun(data, process.returncode, stderr_tail, account=account)
+
+
+def _stop_session(process: subprocess.Popen) -> None:
+    """Kill whatever is left of the probe's session (the probe itself after a timeout, anything it started)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait()
+
+
+def _tail(stream, limit: int) -> str:
+    """The last `limit` bytes written to `stream`, as text."""
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(max(0, size - limit))
+    return stream.read(limit).decode("utf-8", errors="replace")
 
 
 # --- judging ----------------------------------------------------------------------------------------------------
@@ -300,9 +337,13 @@ def probe(host: Host) -> ProbeRun | None:
 
 def _run_probe(host: Host) -> ProbeRun | None:
     options = host.options
-    if options.static_only or host.runtime_blocked:
+    account = host.probe_account
+    if account is None or host.runtime_blocked:
         return None
-    return run_probe(host.venv.python, options.device, env=options.environ, timeout=options.timeout)
+    refusal = root_probe_refusal(host.venv.root) if account.uid == 0 else None
+    if refusal is not None:
+        return ProbeRun(None, -1, (), refusal)
+    return run_probe(host.venv.python, options.device, env=options.environ, timeout=options.timeout, account=account)
 
 
 def run(host: Host) -> list[CheckResult]:
@@ -334,4 +375,6 @@ def facts(host: Host, results: list[CheckResult]) -> dict:
         mode = "gpu"
     choice = linkage.inputs(host).choice  # the library bitsandbytes loaded, else the one it would pick
     loaded = posixpath.basename((data.get("bitsandbytes") or {}).get("library_file") or "")
-    return {"bnb_library": loaded or (choice.name if choice else None), "gpus": gpus, "device_mode": mode}
+    return {"bnb_library": loaded or (choice.name if choice else None), "gpus": gpus, "device_mode": mode,
+            # Who ran the venv's code (None: nothing of it ran).
+            "probe_account": found.account.facts() if found is not None and found.account is not None else None}

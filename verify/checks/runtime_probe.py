@@ -271,6 +271,9 @@ def main(argv=None):
         "python": sys.version.split()[0],
         "executable": sys.executable,
         "pid": os.getpid(),
+        # Who this process really is (the verifier chose the account; this is what the kernel says).
+        "uid": os.getuid(),
+        "groups": sorted(set(os.getgroups()) | {os.getgid()}),
         "env": {key: os.environ[key] for key in ENV_KEYS if key in os.environ},
         "errors": {},
     }

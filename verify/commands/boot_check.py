@@ -3,7 +3,8 @@ rocm-fleet-boot-check.service runs it; roles/boot_check installs that).
 
 With `--no-dkms` the GPU depends on the kernel's own amdgpu driver, and a kernel that an upgrade installed takes
 effect only at the next boot. This command asks the question `verify check` asks (the same arguments: the runtime and
-NF4 on every GPU included) once per boot: when the boot id (/proc/sys/kernel/random/boot_id) or the running kernel
+NF4 on every GPU included, the probe run as `--probe-user`, the venv's owner, never as root: see
+verify/checks/probe_account.py) once per boot: when the boot id (/proc/sys/kernel/random/boot_id) or the running kernel
 differs from its last result, else it says it already checked this boot and exits 0 (`--force` checks again). When an
 AMD GPU is on the PCI bus and /dev/kfd is not there yet, it first waits for the driver (udev loads amdgpu during
 boot), up to `--driver-wait` seconds, checking for /dev/kfd rather than sleeping a fixed time.
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 from verify.commands.check import add_arguments, options_from
+from verify.checks.probe_account import ProbeAccountError
 from verify.checks.registry import run_checks
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
 from verify.report.hook_state import StateError
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     wait_for_driver(args.driver_wait)
     try:
         report = run_checks(options)
-    except VenvError as error:
+    except (VenvError, ProbeAccountError) as error:
         print(f"{PREFIX} no check — {error}")
         return 2
     result = BootResult(this_boot, kernel, report.generated_at, report,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from verify.checks.registry import CheckOptions, run_checks
 from verify.commands import seconds, write_stdout
+from verify.checks.probe_account import ProbeAccountError
 from verify.stack.rocm_release import UnknownRelease, known_releases
 from verify.stack.venv_layout import VenvError
 
@@ -51,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="analyse the filesystem image at DIR (implies --static-only)")
     parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
                         help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
+    parser.add_argument("--probe-user", metavar="USER",
+                        help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
+                        "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
+                        "venv nothing of which another account owns or can write")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
     parser.add_argument("--expect-amd-repo", action="store_true",
@@ -80,6 +85,7 @@ def options_from(args: argparse.Namespace, command: str = "verify check") -> Che
         timeout=args.timeout,
         torch_label=args.torch_label,
         expect_amd_repo=args.expect_amd_repo,
+        probe_user=args.probe_user,
     )
 
 
@@ -90,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         report = run_checks(options)
-    except VenvError as error:
+    except (VenvError, ProbeAccountError) as error:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
     if args.json:

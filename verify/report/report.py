@@ -32,7 +32,8 @@ from verify.debian.strays import StraysReport
 
 SCHEMA_VERSION = 2
 # What from_json reads. 2 added facts.kernel, facts.apt_pin, facts.environment, facts.boot_check and the GPUs'
-# `integrated`/`work` (the checks kernel.*, apt.*, environment.*); a version-1 report reads with those None.
+# `integrated`/`work` (the checks kernel.*, apt.*, environment.*), and facts.probe_account (which account ran the
+# venv's code); a version-1 report reads with those None.
 SUPPORTED_SCHEMA_VERSIONS = (1, 2)
 KIND = "rocm-fleet.verify-report"
 SCHEMA_RESOURCE = "report_schema.json"
@@ -151,6 +152,15 @@ class BootCheckFacts:
 
 
 @dataclass(frozen=True)
+class ProbeAccountFacts:
+    """The account that ran the runtime probe — the venv's code (verify/checks/runtime.py `ProbeAccount`)."""
+
+    user: str
+    uid: int
+    groups: tuple[str, ...]  # every group it ran with (render and video reach the GPU), by name
+
+
+@dataclass(frozen=True)
 class Facts:
     rocm: str | None
     torch: str | None
@@ -167,6 +177,7 @@ class Facts:
     apt_pin: StatusLine | None = None
     environment: StatusLine | None = None
     boot_check: BootCheckFacts | None = None
+    probe_account: ProbeAccountFacts | None = None  # None: nothing of the venv ran (static only, or not started)
 
     @classmethod
     def from_json(cls, data: Any) -> Facts:
@@ -189,11 +200,17 @@ class Facts:
                          else _record(StatusLine, facts.environment, "facts.environment")),
             boot_check=(None if facts.boot_check is None
                         else _record(BootCheckFacts, facts.boot_check, "facts.boot_check")),
+            probe_account=None if facts.probe_account is None else _probe_account(facts.probe_account),
         )
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
     return value if isinstance(value, tuple) else tuple(str(item) for item in _list(value, where))
+
+
+def _probe_account(data: Any) -> ProbeAccountFacts:
+    found = _record(ProbeAccountFacts, data, "facts.probe_account")
+    return replace(found, groups=_strings(found.groups, "facts.probe_account.groups"))
 
 
 def _strays_facts(data: Any) -> StraysFacts:

@@ -4,8 +4,9 @@
 `.dist-info/METADATA` (what pip recorded, including local labels like `+rocm7.2`); `torch_version_module` reads the
 assignments in `torch/version.py` with `ast` — importing it would import torch.
 
-The venv belongs to another account: its files are read through verify/safe_read.py (regular files only, never
-blocking, bounded) and a symlink in place of METADATA or version.py is not followed (pip writes neither as a link).
+The venv belongs to an ordinary account while the verifier runs as root (on a host, and in the apt hook): every file
+of it is hostile input, read as data through verify/safe_read.py (regular files only, never blocking, bounded), and a
+symlink in place of METADATA or version.py is not followed (pip writes neither as a link).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""roles/venv/model.py: PEP 440 requirement checks (local versions included) and the wheel platforms for a host."""
+"""roles/venv/model.py: PEP 440 requirement checks (local versions included), the wheel platforms for a host, what
+happens to an existing venv."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ import platform
 import pytest
 from packaging import tags
 
-from roles.venv.model import HostPython, requirement_met, unmet, wheel_platforms
+from roles.venv.model import (
+    HostPython,
+    VenvPlan,
+    VenvState,
+    plan_venv,
+    requirement_met,
+    unmet,
+    wheel_platforms,
+)
 
 
 def test_wheel_platforms_equal_what_packaging_accepts_on_this_machine():
@@ -59,3 +68,13 @@ def test_requirement_met(spec, installed, met):
 def test_unmet_keeps_order():
     assert unmet(["torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1"], {"torch": "2.13.0+cpu"}) == (
         "torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1")
+
+
+def test_a_venv_of_another_account_or_with_its_files_is_replaced_never_chowned():
+    host = HostPython("3.11.2", "2.36", "x86_64")
+    assert plan_venv("/v", VenvState("3.11.2", "root"), host, "alice").action == "replace"
+    foreign = VenvState("3.11.2", "alice", foreign="/v/lib/python3.11/site-packages/x.py")
+    assert plan_venv("/v", foreign, host, "alice") == VenvPlan(
+        "replace", "/v/lib/python3.11/site-packages/x.py in the venv does not belong to alice (an interrupted run as "
+                   "another account?): replacing the venv")
+    assert plan_venv("/v", VenvState("3.11.2", "alice"), host, "alice").action is None

@@ -21,6 +21,7 @@ import pytest
 
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments, expected_request, remote_command
+from roles.verifier import STALE_EXIT, stale_line, verifier_command
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
 
@@ -162,23 +163,35 @@ def settings(**data):
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--expect-amd-repo", "--json"]
+                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root",
+                       "--expect-amd-repo", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
                                           torch_label=LABEL, rocm_install="skip"))
-    assert test_fleet[-5:] == ["cpu", "--no-gpu-required", "--torch-label", LABEL, "--json"]
+    assert test_fleet[-7:] == ["cpu", "--probe-user", "root", "--no-gpu-required", "--torch-label", LABEL, "--json"]
     assert "/srv/venv" in test_fleet
     # ROCm from AMD's repositories (rocm_install: install): their pin and lists are checked (apt.pin, apt.lists).
     assert "--expect-amd-repo" in default and "--expect-amd-repo" not in test_fleet
+    # The venv's code runs as its owner: the verifier, root, is told whom.
+    owned = check_arguments(settings(venv_owner="alice"))
+    assert owned[owned.index("--probe-user") + 1] == "alice"
 
 
 def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit_status():
     command = remote_command(settings())
     assert command.startswith('echo rocm-fleet-verify-host="$(uname -n)"; '
-                              "python3 /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv ")
-    assert command.endswith("--json; echo rocm-fleet-verify-exit=$?")
-    done = subprocess.run(["sh", "-c", command.replace("python3 ", "false ", 1)], capture_output=True, text=True)
+                              + verifier_command(*check_arguments(settings())))
+    assert "python3 -I /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
+    assert command.endswith(f"(exit {STALE_EXIT}); fi; echo rocm-fleet-verify-exit=$?")
+    host_line = f"rocm-fleet-verify-host={os.uname().nodename}"
+    done = subprocess.run(["sh", "-c", command.replace("python3 -I ", "false ", 1).replace(
+        "sha256sum --check --status", "true", 1)], capture_output=True, text=True)
     assert done.returncode == 0
-    assert done.stdout.splitlines() == [f"rocm-fleet-verify-host={os.uname().nodename}", "rocm-fleet-verify-exit=1"]
+    assert done.stdout.splitlines() == [host_line, "rocm-fleet-verify-exit=1"]
+    # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported;
+    # the sha256 check writes nothing on stdout, which the controller reads strictly (reports.py).
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert done.stdout.splitlines() == [host_line, f"rocm-fleet-verify-exit={STALE_EXIT}"]
+    assert done.stderr.strip() == stale_line()
 
 
 def test_the_expected_request_is_what_the_check_arguments_ask():

@@ -112,6 +112,8 @@ NOT_PROVEN = {
     "another kind": (output(edited(PASSING, lambda r: r.update(kind="rocm-fleet.apt-hook-result")), 0),
                      "kind: 'rocm-fleet.apt-hook-result' is not 'rocm-fleet.verify-report'"),
     "a newer schema": (output(edited(PASSING, lambda r: r.update(schema_version=3)), 0), "schema_version: 3 is not 2"),
+    "a report without the probe account": (output(edited(PASSING, lambda r: r["facts"].pop("probe_account")), 0),
+                                           "facts: 'probe_account' is missing"),
 }
 
 

@@ -2,7 +2,9 @@
 bitsandbytes 0.50.1 and the pinned Transformers, run as the venv's owner would run it (here: nobody).
 
 What is deliberately broken: the quantizer (standins/broken_nf4_quantizer: it does nothing) and the dequantizer
-(standins/wrong_nf4_dequantizer: NF4 codes read with the FP4 table). What is mocked, and only there: the GPU — the
+(standins/wrong_nf4_dequantizer: NF4 codes read with the FP4 table), planted as the venv's owner could plant them — a
+.pth file in a venv of the owner's that runs the stand-in at start-up (PYTHONPATH would not do: the probe gets the
+owner's environment, not the caller's, verify/checks/probe_account.py). What is mocked, and only there: the GPU — the
 `*_through_a_mocked_gpu_boundary` tests replace the probe's one device boundary (name, arch, total and peak memory)
 while every tensor stays on the CPU, because no GPU exists here. The judging itself is tested on JSON cases in
 test_model_cases.py.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -19,15 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.venvs import transformers_venv
+from tests.support.venvs import planted_venv, transformers_venv
 from verify.checks import model_bounds
 from verify.checks.model import ModelExpectations, judge_model, probe_arguments, probe_source, run_model_probe
-from verify.report.report import FAIL, PASS, WARN
-from verify.checks.run_as import account
+from verify.checks.probe_account import ProbeAccount
 from verify.checks.runtime import ProbeRun, run_script
+from verify.report.report import FAIL, PASS, WARN
 
 STANDINS = Path(__file__).resolve().parents[2] / "support" / "standins"
-OWNER = "nobody"
+OWNER = ProbeAccount.of(pwd.getpwnam("nobody"))  # the stand-in for venv_owner
 SYNTHETIC_CPU = ModelExpectations("synthetic", "cpu")
 
 
@@ -35,24 +38,41 @@ def _python() -> Path:
     return transformers_venv() / "bin" / "python"
 
 
-def _env(standin: str | None = None, **extra: str) -> dict[str, str]:
+def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS")}
-    if standin:
-        env["PYTHONPATH"] = str(STANDINS / standin)
-        # The stand-ins import torch at start-up, before the probe can ask OpenMP for one thread.
-        env["OMP_NUM_THREADS"] = "1"
     env.update(extra)
     return env
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """planted(standin, **environ): the python of a venv with `standin` planted (tests/support/venvs.planted_venv),
+    readable by nobody; the stand-ins import torch at start-up, before the probe can ask OpenMP for one thread: one
+    thread is set there too. Removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix="model-planted-"))
+    parent.chmod(0o755)  # mkdtemp's 0700 would keep nobody out
+    made: dict[tuple, Path] = {}
+
+    def make(standin: str, **environ: str) -> Path:
+        key = (standin, tuple(sorted(environ.items())))
+        if key not in made:
+            made[key] = planted_venv(parent / f"venv{len(made)}", STANDINS / standin / "sitecustomize.py",
+                                     dict(environ, OMP_NUM_THREADS="1"))
+        return made[key]
+
+    yield make
+    shutil.rmtree(parent)
 
 
 _RUNS: dict[tuple, ProbeRun] = {}
 
 
-def _run(want: ModelExpectations, standin: str | None = None, **extra: str) -> ProbeRun:
+def _run(want: ModelExpectations, python: Path | None = None) -> ProbeRun:
     """One real probe run as nobody, once per test session for the same inputs."""
-    key = (want, standin, tuple(sorted(extra.items())))
+    python = python or _python()
+    key = (want, python)
     if key not in _RUNS:
-        _RUNS[key] = run_model_probe(_python(), want, owner=OWNER, env=_env(standin, **extra))
+        _RUNS[key] = run_model_probe(python, want, account=OWNER, env=_env())
     return _RUNS[key]
 
 
@@ -87,14 +107,14 @@ def test_synthetic_model_on_cpu_passes_within_bounds_and_says_it_is_not_a_gpu_pa
 def test_synthetic_model_is_the_same_on_every_run():
     """A fixed seed: the same weights, prompt and tokens whoever builds it (a second, independent process)."""
     first = _run(SYNTHETIC_CPU).data["devices"][0]
-    again = run_model_probe(_python(), SYNTHETIC_CPU, owner=OWNER, env=_env()).data["devices"][0]
+    again = run_model_probe(_python(), SYNTHETIC_CPU, account=OWNER, env=_env()).data["devices"][0]
     for key in ("footprint_4bit", "footprint_reference", "logits_cosine", "top1_agreement", "generated"):
         assert again[key] == first[key], key
 
 
 @pytest.mark.slow
-def test_model_check_fails_when_the_quantizer_does_nothing():
-    run = _run(SYNTHETIC_CPU, "broken_nf4_quantizer")
+def test_model_check_fails_when_the_quantizer_does_nothing(planted):
+    run = _run(SYNTHETIC_CPU, planted("broken_nf4_quantizer"))
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == FAIL
     # The weights stayed in 16 bits: the 4-bit model takes as much memory as the reference.
@@ -103,8 +123,8 @@ def test_model_check_fails_when_the_quantizer_does_nothing():
 
 
 @pytest.mark.slow
-def test_model_check_fails_with_a_wrong_dequantizer():
-    run = _run(SYNTHETIC_CPU, "wrong_nf4_dequantizer")
+def test_model_check_fails_with_a_wrong_dequantizer(planted):
+    run = _run(SYNTHETIC_CPU, planted("wrong_nf4_dequantizer"))
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == FAIL
     assert check.evidence["logits_cosine"] < model_bounds.COSINE_LOW
@@ -115,18 +135,17 @@ def test_model_check_fails_with_a_wrong_dequantizer():
 
 
 @pytest.mark.slow
-def test_the_dequantizing_path_itself_passes_with_the_real_dequantizer():
+def test_the_dequantizing_path_itself_passes_with_the_real_dequantizer(planted):
     """The control for the test above: the same stand-in, the same dequantizing path, bitsandbytes' real kernel."""
-    run = _run(SYNTHETIC_CPU, "wrong_nf4_dequantizer", STANDIN_DEQUANTIZER="real")
+    run = _run(SYNTHETIC_CPU, planted("wrong_nf4_dequantizer", STANDIN_DEQUANTIZER="real"))
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == PASS, check.reason
 
 
 @pytest.mark.slow
 def test_the_probe_stops_at_its_time_limit_reports_and_removes_its_directory():
-    nobody = account(OWNER)
-    run = run_script(_python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"],
-                     env=nobody.environment(_env()), run_as=nobody.subprocess_arguments())
+    run = run_script(_python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"], env=_env(),
+                     account=OWNER)
     assert run.data is not None, run.error
     # Where the alarm strikes (an import, a load) is up to the machine; the report names it as the cause either way.
     assert run.data["errors"]["probe"].startswith("TimeLimitReached: the probe's time limit of 1 s ran out")
@@ -290,15 +309,16 @@ def test_checkpoint_too_big_for_fp16_on_a_gpu_through_a_mocked_gpu_boundary(chec
 # --- never as root ------------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is the verifier's, running as root")
-@pytest.mark.parametrize("owner", [None, "root"])
-def test_the_venv_python_is_never_run_as_root(owner, tmp_path):
+@pytest.mark.parametrize("account", [None, ProbeAccount.of(pwd.getpwnam("root"))], ids=["own account", "root"])
+def test_the_venv_python_is_never_run_as_root(account, tmp_path):
     marker = tmp_path / "ran"
     fake_python = tmp_path / "python"
     fake_python.write_text(f"#!/bin/sh\ntouch {marker}\n")
     fake_python.chmod(0o755)
-    run = run_model_probe(fake_python, SYNTHETIC_CPU, owner=owner)
+    run = run_model_probe(fake_python, SYNTHETIC_CPU, account=account)
     assert run.data is None and not marker.exists()
-    assert run.error.startswith("refusing to run the venv's python as root (")
-    assert run.error.endswith("set venv_owner to that account")
+    assert run.error == ("refused: the venv's owner is root, and the model check runs Transformers, which reads model "
+                         "files, only as an unprivileged account — set venv_owner to the account that owns the venv "
+                         "(by hand: --probe-user), or verify_model: 'off'")
     check = _only(judge_model(run, SYNTHETIC_CPU), "model")
-    assert check.status == FAIL and "refusing to run the venv's python as root" in check.reason
+    assert check.status == FAIL and check.reason == f"model probe failed: {run.error}"

@@ -8,6 +8,9 @@ data, for the GPU cases this machine cannot produce.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv
@@ -186,3 +189,100 @@ def test_an_apu_alone_is_the_work_gpu():
                              "work": True}])
     result = check_devices(probe, WANT_GPU)
     assert result.status == PASS and result.reason == "1 GPU(s): 0: gfx1151 (AMD Radeon 8060S)"
+
+
+# --- who runs the probe (the venv's code is its owner's, never root's) ---------------------------------------------
+
+def _owned_venv(directory, owner_uid: int, log):
+    """A small real venv (no torch) owned by `owner_uid`, with a zz.pth that appends who started its python to
+    `log`: what an ordinary account can drop into its own venv."""
+    import subprocess
+
+    venv = directory / "venv"
+    # Debian's python3: this test's own interpreter may lie where other accounts cannot reach (pyenv under /root).
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "zz.pth").write_text(
+        "import os; f = open(%r, 'a'); f.write('%%d %%s %%s\\n' %% (os.getuid(), os.environ.get('HOME'), "
+        "os.environ.get('USER'))); f.close()\n" % str(log))
+    log.touch()
+    log.chmod(0o666)
+    for path in [venv, *venv.rglob("*")]:
+        os.lchown(path, owner_uid, owner_uid)
+    return venv
+
+
+@pytest.mark.root
+def test_the_probe_runs_as_the_venvs_owner_with_the_owners_environment():
+    """`verify check` ran the venv's python as root, so a .pth file its owner dropped into
+    site-packages ran as uid 0. Run as root by hand (no --probe-user), the probe now runs as the venv's owner
+    (here nobody), with nobody's HOME and USER; with --probe-user the named account; and the report says who."""
+    import pwd
+
+    from tests.support.venvs import root_only_dir
+    from tests.support.verify_runs import run_check
+
+    nobody = pwd.getpwnam("nobody")
+    with root_only_dir() as directory:
+        log = directory / "uids"
+        venv = _owned_venv(directory, nobody.pw_uid, log)
+        report, done = run_check(venv, "--device", "cpu")
+        assert report is not None, done.stderr
+        # Every start of the venv's python, and only those, appended a line: all of them nobody's.
+        assert set(log.read_text().splitlines()) == {f"{nobody.pw_uid} {nobody.pw_dir} nobody"}
+        assert report["facts"]["probe_account"] == {"user": "nobody", "uid": nobody.pw_uid, "groups": ["nogroup"]}
+        report, done = run_check(venv, "--device", "cpu", "--probe-user", "nobody")
+        assert report["facts"]["probe_account"]["user"] == "nobody"
+        assert set(log.read_text().splitlines()) == {f"{nobody.pw_uid} {nobody.pw_dir} nobody"}
+
+
+@pytest.mark.root
+def test_root_never_runs_the_probe_in_a_venv_another_account_can_change():
+    """--probe-user root (e.g. venv_owner still root in the inventory) on a venv with a file of another account:
+    the probe is not run, and the report says why."""
+    import pwd
+
+    from tests.support.venvs import root_only_dir
+    from tests.support.verify_runs import run_check
+
+    with root_only_dir() as directory:
+        log = directory / "uids"
+        venv = _owned_venv(directory, 0, log)
+        planted = next((venv / "lib").glob("python3*/site-packages")) / "zz.pth"
+        os.chown(planted, pwd.getpwnam("nobody").pw_uid, -1)
+        report, done = run_check(venv, "--device", "cpu", "--probe-user", "root")
+        assert report is not None, done.stderr
+        torch = check_by_id(report, "runtime.torch")
+        assert torch["status"] == FAIL
+        assert torch["reason"] == (f"runtime probe failed: not run as root: {planted} belongs to nobody, and code in "
+                                   "the venv would run as root — pass --probe-user with the venv's owner (venv_owner), "
+                                   "or rebuild the venv as root's")
+        assert log.read_text() == ""
+        assert report["facts"]["probe_account"] is None  # nothing of the venv ran
+
+
+def test_the_probes_output_is_read_bounded_and_what_it_leaves_running_is_stopped(tmp_path):
+    """The probe is the venv owner's code: a child it leaves holding its stdout must not keep root's verifier waiting
+    (with pipes, subprocess waits for their end), and whatever it prints, only the tail is read. A stand-in
+    interpreter (a shell script) plays the probe."""
+    import signal
+
+    from verify.checks.runtime import PROBE_OUTPUT_LIMIT, run_probe
+
+    pid_file = tmp_path / "child"
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\ncat > /dev/null\n"
+                      f"sleep 3600 & echo $! > {pid_file}\n"
+                      f"head -c {PROBE_OUTPUT_LIMIT * 2} /dev/zero | tr '\\0' x\necho\n"
+                      "echo '{\"torch\": null}'\n")
+    python.chmod(0o755)
+    # A guard, not a budget: turns a hang (the old pipes) into a failure instead of a stuck suite.
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("run_probe waited for a child the probe left running"))
+    signal.alarm(600)
+    try:
+        run = run_probe(python, "cpu", env={})
+    finally:
+        signal.alarm(0)
+    assert run.data == {"torch": None} and run.returncode == 0, run
+    child = int(pid_file.read_text())
+    assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"

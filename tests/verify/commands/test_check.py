@@ -33,6 +33,14 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2").returncode == 2
     assert verify("--venv", "relative/venv", "--expect-rocm", "7.2.4").returncode == 2
     assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--device", "gpu").returncode == 2
+    (tmp_path / "pyvenv.cfg").write_text("version = 3.11.2\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").symlink_to("/usr/bin/python3")
+    (tmp_path / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--probe-user", "no-such-user")
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("verify check: --probe-user: account 'no-such-user' does not exist — pass the "
+                                   "venv's owner (venv_owner)")
 
 
 def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):

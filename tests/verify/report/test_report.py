@@ -71,6 +71,8 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
         lambda r: r.update(schema_version=1),  # a new report is version 2: its new facts are required
         lambda r: r["facts"].pop("kernel"),
         lambda r: r["facts"].update(boot_check={"boot_id": "x"}),
+        lambda r: r["facts"].pop("probe_account"),  # version 2 says who ran the venv's code
+        lambda r: r["facts"].update(probe_account={"user": "alice"}),
         lambda r: r["checks"][0].update(status="ok"),
         lambda r: r["checks"][0].update(reason="two\nlines"),
         lambda r: r.update(checks=[]),
@@ -96,6 +98,7 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
     read = Report.from_json(document)
     assert read == built and read.to_json() == document
     assert read.facts.gpus[0].arch == "gfx1100" and read.facts.strays.binding_risk == ("librocm-smi64-1",)
+    assert read.facts.probe_account.groups == ("alice", "render", "video")
     assert read.failed and not read.passed and read.check("linkage.static").line == "FAIL linkage.static: not found"
 
 
@@ -107,6 +110,7 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
     (lambda r: r.update(checks=[]), "the report has no checks"),
     (lambda r: r.pop("facts"), "report has no 'facts'"),
     (lambda r: r["facts"].update(gpus="none"), "facts.gpus is not a list"),
+    (lambda r: r["facts"].update(probe_account={"user": "alice", "uid": 1001}), "facts.probe_account has no 'groups'"),
     (lambda r: r["checks"][0].pop("evidence"), "check linkage.static: evidence is not an object"),
 ])
 def test_what_the_schema_refuses_the_readers_refuse_with_one_line(mutate, why):

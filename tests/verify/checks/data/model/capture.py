@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[4]
 sys.path.insert(0, str(REPO))
 
-from tests.support.venvs import transformers_venv  # noqa: E402
+from tests.support.venvs import planted_venv, transformers_venv  # noqa: E402
 from verify.checks.model import ModelExpectations, run_model_probe  # noqa: E402
+from verify.checks.probe_account import ProbeAccount  # noqa: E402
 
 STANDINS = REPO / "tests" / "support" / "standins"
 CAPTURES = {
@@ -43,13 +47,23 @@ def neutral(data: dict) -> dict:
 
 
 def main() -> int:
-    python = transformers_venv() / "bin" / "python"
     want = ModelExpectations("synthetic", "cpu")
+    nobody = ProbeAccount.of(pwd.getpwnam("nobody"))  # the stand-in for venv_owner
+    parent = Path(tempfile.mkdtemp(prefix="model-capture-"))
+    parent.chmod(0o755)
+    try:
+        return capture(want, nobody, parent)
+    finally:
+        shutil.rmtree(parent)
+
+
+def capture(want: ModelExpectations, nobody: ProbeAccount, parent: Path) -> int:
     for name, (standin, description) in CAPTURES.items():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OMP_NUM_THREADS")}
+        python = transformers_venv() / "bin" / "python"
         if standin:
-            env.update(PYTHONPATH=str(STANDINS / standin), OMP_NUM_THREADS="1")
-        run = run_model_probe(python, want, owner="nobody", env=env)
+            python = planted_venv(parent / name, STANDINS / standin / "sitecustomize.py", {"OMP_NUM_THREADS": "1"})
+        run = run_model_probe(python, want, account=nobody, env=env)
         if run.data is None:
             sys.exit(f"{name}: {run.error}")
         path = HERE / f"{name}.json"

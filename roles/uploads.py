@@ -1,0 +1,132 @@
+"""Files uploaded to a host through a private staging directory and put in place only when their sha256 is the one
+the controller computed — for everything root later runs or installs (the verifier, the wheelhouse).
+
+Why not pyinfra's files.put / files.sync: logged in as an admin with sudo, pyinfra 3.10 uploads over SFTP as the
+login account to `<TMPDIR>/pyinfra-<sha1 of the destination path>` — a name every account on the host can compute —
+and then runs `sudo cp` from it. Another account can plant that name first (a symlink or FIFO with
+fs.protected_symlinks/fifos=0, or a file it can rewrite before the copy) and have root install its bytes.
+pyinfra's `_temp_dir` global argument only moves the same predictable name elsewhere, and a directory for it
+would have to exist before planning ends.
+
+Here, for each upload that is needed:
+1. the login account (not root: SFTP writes as that account) makes `/tmp/rocm-fleet-upload-<128 random bits>` with
+   `mkdir -m 700` — mkdir fails if the name exists, so it cannot be planted, and nobody else can enter it;
+2. pyinfra uploads each file through that directory (`remote_temp_filename`) to a temporary name beside the
+   destination, in a root-owned directory;
+3. root checks the file's sha256 against the controller's, sets its mode and moves it into place (`mv` in one
+   directory: a reader sees the old file or the new one, never half of one); a mismatch removes it and fails the
+   host with one line;
+4. the staging directory is removed.
+Logged in as root (or through @chroot/@local) pyinfra writes the temporary name directly; the checks are the same.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import secrets
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyinfra import host
+from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
+
+STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
+
+
+def _token() -> str:
+    """128 random bits for the staging directory and the temporary names (tests replace this)."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file to put into a directory on the host: its name there, its sha256, and its bytes (a controller path,
+    or the bytes themselves)."""
+
+    name: str
+    sha256: str
+    source: str | bytes
+
+    def reader(self):
+        # A new reader per command: pyinfra reads a file-like source once per upload.
+        return io.BytesIO(self.source) if isinstance(self.source, bytes) else self.source
+
+
+class FilesSha256(FactBase):
+    """{file name: sha256} of the regular files `names` in `directory` (missing ones left out)."""
+
+    def command(self, directory: str, names: Sequence[str]) -> str:
+        quoted = " ".join(shlex.quote(name) for name in names)
+        # -f: regular files only (a directory or FIFO of that name is "not there"); || true: absent is data.
+        return (f"cd {shlex.quote(directory)} 2>/dev/null && for f in {quoted}; do "
+                '[ -f "$f" ] && [ ! -L "$f" ] && sha256sum -- "$f"; done; true')
+
+    def default(self) -> dict[str, str]:
+        return {}
+
+    def process(self, output) -> dict[str, str]:
+        found = {}
+        for line in output:
+            digest, _, name = line.partition("  ")
+            if len(digest) == 64 and name:
+                found[name] = digest
+        return found
+
+
+class FileNames(FactBase):
+    """Names of the regular files in `directory` ([] when it does not exist)."""
+
+    def command(self, directory: str) -> str:
+        return f"find {shlex.quote(directory)} -mindepth 1 -maxdepth 1 -type f -printf '%f\\n' 2>/dev/null || true"
+
+    def default(self) -> list[str]:
+        return []
+
+    def process(self, output) -> list[str]:
+        return [line for line in output if line]
+
+
+def mismatch_line(path: str, sha256: str) -> str:
+    return (f"rocm-fleet: the upload of {path} arrived with another sha256 than the controller's ({sha256[:12]}…): "
+            "not installed — run the deploy again")
+
+
+def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token: str) -> list:
+    """The commands that upload `uploads` into `directory` through a private staging directory (see the module)."""
+    staging = f"{STAGING_PREFIX}{token}"
+    # As the login account, whatever the operation's _sudo: SFTP writes as that account.
+    commands: list = [StringCommand("mkdir", "-m", "700", staging, _sudo=False)]
+    for index, upload in enumerate(uploads):
+        final = posixpath.join(directory, upload.name)
+        partial = posixpath.join(directory, f".{upload.name}.{token}")
+        commands.append(FileUploadCommand(upload.reader(), partial, remote_temp_filename=f"{staging}/{index}"))
+        check = f"echo {shlex.quote(f'{upload.sha256}  {partial}')} | sha256sum --check --status"
+        commands.append(
+            f"if {check}; then chmod {mode} {shlex.quote(partial)} && mv -f {shlex.quote(partial)} "
+            f"{shlex.quote(final)}; else rm -f {shlex.quote(partial)}; "
+            f"echo {shlex.quote(mismatch_line(final, upload.sha256))} >&2; false; fi"
+        )
+    commands.append(StringCommand("rm", "-rf", staging, _sudo=False))
+    return commands
+
+
+@operation()
+def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", dir_mode: str = "755",
+                  delete: bool = False, keep: Sequence[str] = ()):
+    """Every upload is in `directory` (root's, `dir_mode`) with its sha256 — uploaded privately and checked on the
+    host when it is not; delete=True: other regular files there go, except the names in `keep`."""
+    present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
+    needed = [upload for upload in uploads if present.get(upload.name) != upload.sha256]
+    wanted = {upload.name for upload in uploads} | set(keep)
+    extra = sorted(name for name in host.get_fact(FileNames, directory=directory) if name not in wanted) if delete \
+        else []
+    if not needed and not extra:
+        host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")
+        return
+    if needed:
+        yield f"mkdir -p -- {shlex.quote(directory)} && chmod {dir_mode} -- {shlex.quote(directory)}"
+        yield from install_commands(directory, needed, mode, _token())
+    if extra:
+        yield "rm -f " + " ".join(shlex.quote(posixpath.join(directory, name)) for name in extra)
