@@ -1,15 +1,15 @@
 """The model check — a 4-bit NF4 causal LM loads and generates on every GPU: run `model_probe.py` in the venv as the
 venv's owner, then judge what it measured (`model.<device>`, e.g. `model.cuda0`, `model.cpu`).
 
-`run_model_probe` starts the venv's python the way `runtime.run_probe` does — `runtime.run_script`, as the account
-probe_account.py chose (the venv's owner: `--probe-user`, venv_owner), fed the probe on stdin, one JSON line back —
-but never as root, whatever the venv: Transformers reads model files (a checkpoint directory is the lab's, not
-root's), so an owner that is root is refused (`root_refusal`) and the check says how to fix it. Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
+`run` (the registry's) comes after NF4 and asks only the devices NF4 passed on; a device NF4 failed on gets a skipped
+`model.<device>`. `run_model_probe` starts the venv's python the way `runtime.run_probe` does — `runtime.run_script`,
+as the account probe_account.py chose (the venv's owner: `--probe-user`, venv_owner), fed the probe on stdin, one
+JSON line back, within `--model-timeout` — but never as root, whatever the venv: Transformers reads model files (a
+checkpoint directory is the lab's, not root's), so an owner that is root is refused (`root_refusal`; the check then
+warns with the fix). Everything after that is pure: `judge_model` turns the probe's JSON into `CheckResult`s with the
 bounds of `model_bounds.py`: pass; warn when a checkpoint's 16-bit reference could not be loaded on a GPU (its
 logits were not compared); fail otherwise. A CPU run says plainly that it is not a GPU pass. For a checkpoint, each
 GPU's check also says whether the model fits it in 4-bit and in 16 bits.
-
-Not wired in yet: the check engine (host_check.py) is to run it after NF4, and only when NF4 passed.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-from verify.checks import model_bounds
-from verify.stack.gpu_arch import base_arch
-from verify.report.report import FAIL, PASS, WARN, CheckResult
+from verify.checks import model_bounds, nf4
+from verify.checks.host import Host
 from verify.checks.probe_account import ProbeAccount
 from verify.checks.runtime import ProbeRun, run_script
+from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult, ModelRun
+from verify.stack.gpu_arch import base_arch
 
 # Synthetic: seconds on a GPU, about half a minute on a busy shared CPU; a 13B checkpoint: reading 26 GB, quantizing.
 DEFAULT_TIMEOUT_S = 600
@@ -32,6 +33,7 @@ DEFAULT_TIMEOUT_S = 600
 # temporary directory; the subprocess timeout (a kill) is only the backstop.
 TIME_LIMIT_SHARE = 0.9
 SYNTHETIC = "synthetic"
+OFF = "off"
 GIB = 2**30
 
 
@@ -39,6 +41,7 @@ GIB = 2**30
 class ModelExpectations:
     source: str  # "synthetic", or the absolute path of a checkpoint directory on the host
     device: str = "auto"  # "auto" | "cpu"
+    gpus: tuple[int, ...] = ()  # with "auto": only these GPU indexes (those NF4 passed on); empty: every GPU
 
     @property
     def synthetic(self) -> bool:
@@ -49,10 +52,12 @@ def probe_source() -> str:
     return resources.files(__package__).joinpath("model_probe.py").read_text(encoding="utf-8")
 
 
-def probe_arguments(device: str, source: str = SYNTHETIC) -> list[str]:
+def probe_arguments(device: str, source: str = SYNTHETIC, gpus: tuple[int, ...] = ()) -> list[str]:
+    selected = [f"--gpu={index}" for index in gpus]
     if source == SYNTHETIC:
-        return ["--device", device, *model_bounds.SYNTHETIC_ARGUMENTS]
-    return ["--device", device, "--path", source, "--seed", str(model_bounds.SEED), *model_bounds.PROMPT_ARGUMENTS]
+        return ["--device", device, *selected, *model_bounds.SYNTHETIC_ARGUMENTS]
+    return ["--device", device, *selected, "--path", source, "--seed", str(model_bounds.SEED),
+            *model_bounds.PROMPT_ARGUMENTS]
 
 
 def root_refusal(account: ProbeAccount | None) -> str | None:
@@ -77,7 +82,8 @@ def run_model_probe(
     refusal = root_refusal(account)
     if refusal is not None:
         return ProbeRun(None, -1, (), refusal)
-    arguments = [*probe_arguments(want.device, want.source), "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
+    arguments = [*probe_arguments(want.device, want.source, want.gpus),
+                 "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
     return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
 
 
@@ -126,7 +132,7 @@ def judge_device(probe: Mapping[str, Any], device: Mapping[str, Any], want: Mode
     on_gpu = bool(device.get("gpu"))
     arch = base_arch(device.get("arch")) if on_gpu else None
     label = f"{name} ({arch})" if arch else name
-    check_id = f"model.{name.replace(':', '')}"
+    check_id = _check_id(name)
     title = f"4-bit NF4 causal LM on {label}"
     ok, problems = model_bounds.judge_model_run(device, synthetic=want.synthetic)
     ratio = model_bounds.footprint_ratio(device)
@@ -138,6 +144,7 @@ def judge_device(probe: Mapping[str, Any], device: Mapping[str, Any], want: Mode
     evidence.update(
         model=probe.get("model"),
         versions=probe.get("versions"),
+        ran_as_uid=probe.get("uid"),  # the probe's account (the venv's owner), never 0
         footprint_ratio=ratio,
         expected_ratio_band=list(band) if band else None,
         footprint_16bit_measured=measured16,
@@ -192,3 +199,49 @@ def judge_model(probe_run: ProbeRun, want: ModelExpectations) -> list[CheckResul
         devices = [dict(d, errors={**(d.get("errors") or {}), "probe": errors["probe"]})
                    if "generation_identical" not in d else d for d in devices]
     return [judge_device(probe, device, want) for device in devices]
+
+
+# --- this run's check ------------------------------------------------------------------------------------------------
+
+
+def run(host: Host) -> list[CheckResult]:
+    """After NF4, on the devices NF4 passed on (a device it failed on gets a skipped model.<device>); nothing with
+    --model off or --static-only, nor when the probe did not run (runtime.torch says why)."""
+    options = host.options
+    if options.model == OFF or host.probe_account is None or host.runtime_blocked:
+        return []
+    passed = nf4.passed_devices(host)
+    skipped = [
+        CheckResult(_check_id(r.evidence["device"]), f"4-bit NF4 causal LM on {r.evidence['device']}", SKIP,
+                    f"not run on {r.evidence['device']}: its NF4 smoke did not pass", {"device": r.evidence["device"]})
+        for r in nf4.run(host) if r.status != PASS and r.evidence.get("device")
+    ]
+    if not passed:
+        return skipped
+    refusal = root_refusal(host.probe_account)
+    if refusal is not None:
+        # Not a failure of the GPU stack: a setting keeps the check from running, and the line says which.
+        return [CheckResult("model", "4-bit NF4 causal LM loads and generates", WARN, f"model check {refusal}",
+                            {"probe_account": host.probe_account.user})] + skipped
+    on_cpu = "cpu" in passed
+    want = ModelExpectations(options.model, "cpu" if on_cpu else "auto",
+                             () if on_cpu else tuple(int(d.split(":", 1)[1]) for d in passed if d.startswith("cuda:")))
+    found = run_model_probe(host.venv.python, want, account=host.probe_account, env=options.environ,
+                            timeout=options.model_timeout)
+    return judge_model(found, want) + skipped
+
+
+def _check_id(device: str) -> str:
+    return f"model.{device.replace(':', '')}"
+
+
+def facts(host: Host, results: list[CheckResult]) -> dict:
+    runs = []
+    for r in results:
+        if not r.id.startswith("model.") or r.status == SKIP or not r.evidence:
+            continue
+        fit = r.evidence.get("fit") or {}
+        runs.append(ModelRun(r.evidence.get("device"), r.status, r.evidence.get("footprint_ratio"),
+                             r.evidence.get("logits_cosine"), r.evidence.get("tokens_per_s"),
+                             bool(r.evidence.get("gpu_pass")), fit.get("fits_4bit"), fit.get("fits_16bit")))
+    return {"model": tuple(runs)}

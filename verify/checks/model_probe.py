@@ -132,9 +132,11 @@ class CudaDevice(Device):
         self.torch.cuda.empty_cache()
 
 
-def choose_devices(torch, mode):
+def choose_devices(torch, mode, gpus=None):
+    """Every GPU torch sees (or those of `gpus`, the indexes the NF4 smoke passed on), else the CPU."""
     if mode == "auto" and torch.cuda.is_available():
-        devices = [CudaDevice(torch, index) for index in range(torch.cuda.device_count())]
+        indexes = range(torch.cuda.device_count())
+        devices = [CudaDevice(torch, index) for index in indexes if not gpus or index in gpus]
         if devices:
             return devices
     return [Device("cpu")]
@@ -400,7 +402,7 @@ def run(args, result, workdir, device_factory=choose_devices):
     pad_id = 0
     measurements = []
     result["devices"] = measurements
-    for device in device_factory(torch, args.device):
+    for device in device_factory(torch, args.device, args.gpu):
         out = {"device": device.name, "gpu": device.gpu, "errors": {}, "timings_ms": {}}
         measurements.append(out)
         try:
@@ -412,6 +414,7 @@ def run(args, result, workdir, device_factory=choose_devices):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="model_probe")
     parser.add_argument("--device", choices=("auto", "cpu"), default="auto")
+    parser.add_argument("--gpu", type=int, action="append", help="only this GPU index (repeatable; default: every GPU)")
     parser.add_argument("--path", default=None, help="a checkpoint directory on this host (default: synthetic)")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--layers", type=int, default=4)
@@ -496,8 +499,7 @@ def main(argv=None, device_factory=choose_devices):
     result["wall_s"] = round(time.perf_counter() - wall_start, 3)
     result["cpu_s"] = round(time.process_time() - cpu_start, 3)
 
-    json.dump(result, report_out)
-    report_out.write("\n")
+    report_out.write(json.dumps(result) + "\n")
     report_out.flush()
     return 0
 

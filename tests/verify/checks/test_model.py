@@ -20,14 +20,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from tests.support.venvs import planted_venv, transformers_venv
-from verify.checks import model_bounds
+from tests.support.verify_runs import check_by_id, run_check
+from verify.checks import model, model_bounds, nf4
+from verify.checks.host import CheckOptions, Host
 from verify.checks.model import ModelExpectations, judge_model, probe_arguments, probe_source, run_model_probe
 from verify.checks.probe_account import ProbeAccount
 from verify.checks.runtime import ProbeRun, run_script
-from verify.report.report import FAIL, PASS, WARN
+from verify.report.report import FAIL, PASS, SKIP, WARN, CheckResult, judge_report, load_schema
 
 STANDINS = Path(__file__).resolve().parents[2] / "support" / "standins"
 OWNER = ProbeAccount.of(pwd.getpwnam("nobody"))  # the stand-in for venv_owner
@@ -262,7 +265,7 @@ class MockedGpu(probe["Device"]):
 
 
 total = int(sys.argv[1])
-sys.exit(probe["main"](sys.argv[2:], device_factory=lambda torch, mode: [MockedGpu(total)]))
+sys.exit(probe["main"](sys.argv[2:], device_factory=lambda torch, mode, gpus: [MockedGpu(total)]))
 """
 
 
@@ -322,3 +325,66 @@ def test_the_venv_python_is_never_run_as_root(account, tmp_path):
                          "(by hand: --probe-user), or verify_model: 'off'")
     check = _only(judge_model(run, SYNTHETIC_CPU), "model")
     assert check.status == FAIL and check.reason == f"model probe failed: {run.error}"
+
+
+# --- in the registry: after NF4, where it passed, as the probe's account ------------------------------------------
+
+@pytest.mark.slow
+def test_verify_check_runs_the_model_check_after_nf4_on_the_cpu_as_the_owner_and_says_it_is_not_a_gpu_pass():
+    """The real verifier (`verify check --device cpu --model synthetic --probe-user nobody`) on the real venv: the
+    model check comes after NF4 passed on the CPU, runs as nobody, and the report (schema 3) carries it."""
+    report, done = run_check(transformers_venv(), "--device", "cpu", "--model", "synthetic", "--probe-user", "nobody",
+                             env={"OMP_NUM_THREADS": "1"})
+    assert report is not None, done.stderr
+    jsonschema.validate(report, load_schema())
+    ids = [c["id"] for c in report["checks"]]
+    assert ids.index("model.cpu") == ids.index("nf4.cpu") + 1
+    check = check_by_id(report, "model.cpu")
+    assert check["status"] == PASS and check["reason"].endswith("— CPU run, not a GPU pass"), check["reason"]
+    assert check["evidence"]["ran_as_uid"] == 65534  # nobody, as --probe-user said
+    assert report["request"]["model"] == "synthetic"
+    (run,) = report["facts"]["model"]
+    assert run["device"] == "cpu" and run["gpu_pass"] is False and run["status"] == PASS
+    assert model_bounds.COSINE_LOW < run["logits_cosine"] < model_bounds.COSINE_HIGH
+    assert judge_report(report, exit_status=done.returncode).trustworthy
+
+
+def _host(probe_user: str, nf4_results: list[CheckResult], **options) -> Host:
+    """A Host of the real venv whose NF4 outcome is given (the runtime probe itself is tested in test_runtime.py)."""
+    host = Host(CheckOptions(venv=transformers_venv(), expect_rocm="7.2.4", probe_user=probe_user, **options))
+    host._shared[nf4._results] = nf4_results
+    return host
+
+
+def _nf4(device: str, status: str) -> CheckResult:
+    return CheckResult(f"nf4.{device.replace(':', '')}", "NF4", status, "…", {"device": device})
+
+
+def test_only_the_gpus_nf4_passed_on_are_asked_through_a_mocked_gpu_boundary(monkeypatch):
+    """MOCKED GPU: NF4 passed on cuda:0 and cuda:2, failed on cuda:1 — the probe is asked for GPUs 0 and 2 only
+    (its run is replaced: no GPU here), and cuda:1 gets a skipped model check saying why."""
+    asked = []
+
+    def probe_without_a_gpu(python, want, *, account, env, timeout):
+        asked.append((want, account.user, timeout))
+        return ProbeRun(None, -1, (), "no GPU here")
+
+    monkeypatch.setattr(model, "run_model_probe", probe_without_a_gpu)
+    host = _host("nobody", [_nf4("cuda:0", PASS), _nf4("cuda:1", FAIL), _nf4("cuda:2", PASS)], model="synthetic",
+                 model_timeout=120.0)
+    results = model.run(host)
+    assert asked == [(ModelExpectations("synthetic", "auto", (0, 2)), "nobody", 120.0)]
+    assert probe_arguments("auto", "synthetic", (0, 2))[:4] == ["--device", "auto", "--gpu=0", "--gpu=2"]
+    assert [(r.id, r.status) for r in results] == [("model", FAIL), ("model.cuda1", SKIP)]
+    assert results[1].reason == "not run on cuda:1: its NF4 smoke did not pass"
+    assert model.run(_host("nobody", [_nf4("cuda:0", PASS)], model="off")) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is the verifier's, running as root")
+def test_a_venv_owner_that_is_root_is_refused_with_one_line_and_the_fix(monkeypatch):
+    monkeypatch.setattr(model, "run_script", lambda *args, **kwargs: pytest.fail("the venv's python was started"))
+    (check,) = model.run(_host("root", [_nf4("cpu", PASS)], model="synthetic"))
+    assert (check.id, check.status) == ("model", WARN)
+    assert check.reason == ("model check refused: the venv's owner is root, and the model check runs Transformers, "
+                            "which reads model files, only as an unprivileged account — set venv_owner to the account "
+                            "that owns the venv (by hand: --probe-user), or verify_model: 'off'")
