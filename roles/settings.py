@@ -126,9 +126,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
     Key("verify_model", '"off" \\| "synthetic" \\| absolute path', "synthetic", model_source,
-        meaning="the model check (issue 13; validated, not yet run by the verify stage): a 4-bit NF4 causal LM "
-                "through Transformers on each GPU — `synthetic`: a small seeded Llama built on the host; a path: a "
-                "checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none"),
+        meaning="the model check after NF4: a 4-bit NF4 causal LM through Transformers on each GPU NF4 passed on, "
+                "run as venv_owner (refused while that is root) — `synthetic`: a small seeded Llama built on the "
+                "host; a path: a checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none, "
+                "and no Transformers in the venv"),
     Key("reports_dir", "controller path", "reports", controller_path,
         meaning="where the controller writes reports/<host>.json and the fleet summary"),
 )

@@ -35,6 +35,7 @@ def check_arguments(settings: HostSettings) -> list[str]:
         "--expect-bitsandbytes", settings.bitsandbytes_version,
         "--device", settings.verify_device,
         "--probe-user", settings.venv_owner,
+        "--model", settings.verify_model,
         "--json",
     ]
     if not settings.gpu_required:
@@ -58,6 +59,7 @@ def expected_request(settings: HostSettings) -> dict:
         "root": "/",
         "torch_label": settings.torch_label,
         "expect_amd_repo": settings.rocm_install == "install",
+        "model": settings.verify_model,
     }
 
 
@@ -108,8 +110,9 @@ def join_fleet_summary(settings: HostSettings) -> None:
 def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
+    model = "" if settings.verify_model == "off" else ", the 4-bit model"
     run = server.shell(
-        name=f"Run the verifier: linkage, versions, strays, runtime, NF4 {device}",
+        name=f"Run the verifier: linkage, versions, strays, runtime, NF4{model} {device}",
         commands=[remote_command(settings)],
     )
     python.call(

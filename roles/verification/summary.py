@@ -2,7 +2,8 @@
 
 Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
 torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
-their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
+their archs, linkage, strays, NF4 error, the 4-bit model (footprint ratio and logits cosine per device, whether a
+checkpoint fits each GPU), verdict with its one-line reason. Hosts with no report are marked
 UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why); so is a host
 whose report does not prove what it says (verify/report/report.py `judge_report`, the rule the verification stage
 applies): a row says PASS or WARN only for a report that proves it.
@@ -14,10 +15,11 @@ import html
 from dataclasses import dataclass
 from typing import Iterable
 
-from verify.api import PASS, Report
+from verify.api import FAIL, PASS, Report
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
-COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
+COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error",
+           "4-bit model", "Verdict")
 NONE = "—"
 
 
@@ -44,13 +46,14 @@ class Row:
     linkage: str = NONE
     strays: str = NONE
     nf4: str = NONE
+    model: str = NONE
     problems: tuple[str, ...] = ()  # failing and warning checks, and the drift, one line each
 
     @property
     def cells(self) -> tuple[str, ...]:
         """One per COLUMNS entry after "Host"."""
         return (self.os, self.rocm, self.torch, self.bitsandbytes, self.gpus, self.linkage, self.strays, self.nf4,
-                self.verdict)
+                self.model, self.verdict)
 
 
 def _gpus(report: Report) -> str:
@@ -64,20 +67,48 @@ def _gpus(report: Report) -> str:
     return f"{len(gpus)} ({archs}){note}"
 
 
+def _per_device(runs, cell, separator: str) -> str:
+    """One `cell(run)` per device, and a plain note when none of them ran on a GPU."""
+    text = separator.join(cell(run) for run in runs)
+    return text if any(run.gpu_pass for run in runs) else f"{text} (CPU, not a GPU pass)"
+
+
+def _number(value, digits: int) -> str | None:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else None
+
+
 def _nf4(report: Report) -> str:
     runs = report.facts.nf4
     if not runs:
         return "not run"
-    parts = []
-    for run in runs:
-        value = run.roundtrip_mean_abs_error
-        number = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
-        flag = "" if run.status == PASS else " ✗"
-        parts.append(f"{run.device or '?'} {number}{flag}")
-    text = ", ".join(parts)
-    if not any(run.gpu_pass for run in runs):
-        text += " (CPU, not a GPU pass)"
-    return text
+    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}"
+                                         f"{'' if run.status == PASS else ' ✗'}", ", ")
+
+
+def _fit(run) -> str:
+    if run.fits_4bit is None:
+        return ""
+    if not run.fits_4bit:
+        return ", fits neither"
+    return ", fits 4-bit and fp16" if run.fits_16bit else ", fits 4-bit, not fp16"
+
+
+def _model(report: Report) -> str:
+    """"cuda:0 0.304, cos 0.975" per device; for a checkpoint whether it fits the GPU ("fits 4-bit, not fp16")."""
+    if report.request.model == "off":
+        return "off"
+    runs = report.facts.model
+    if not runs:
+        check = report.check("model")
+        return f"{check.status.upper()}: not run" if check else "not run"
+    flags = {PASS: "", FAIL: " ✗"}
+    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.footprint_ratio, 3) or '—'}, "
+                                         f"{_cosine(run)}{_fit(run)}{flags.get(run.status, ' ⚠')}", "; ")
+
+
+def _cosine(run) -> str:
+    cosine = _number(run.logits_cosine, 3)
+    return f"cos {cosine}" if cosine else "not compared"
 
 
 def _strays(report: Report) -> str:
@@ -128,6 +159,7 @@ def row_for(outcome: HostOutcome) -> Row:
         linkage=_linkage(report),
         strays=_strays(report),
         nf4=_nf4(report),
+        model=_model(report),
         problems=tuple(check.line for check in report.problems) + tuple(outcome.drift),
     )
 

@@ -164,16 +164,21 @@ def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
                        "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root",
-                       "--expect-amd-repo", "--json"]
+                       "--model", "synthetic", "--expect-amd-repo", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
                                           torch_label=LABEL, rocm_install="skip"))
-    assert test_fleet[-7:] == ["cpu", "--probe-user", "root", "--no-gpu-required", "--torch-label", LABEL, "--json"]
+    assert test_fleet[-9:] == ["cpu", "--probe-user", "root", "--model", "synthetic", "--no-gpu-required",
+                               "--torch-label", LABEL, "--json"]
     assert "/srv/venv" in test_fleet
     # ROCm from AMD's repositories (rocm_install: install): their pin and lists are checked (apt.pin, apt.lists).
     assert "--expect-amd-repo" in default and "--expect-amd-repo" not in test_fleet
     # The venv's code runs as its owner: the verifier, root, is told whom.
     owned = check_arguments(settings(venv_owner="alice"))
     assert owned[owned.index("--probe-user") + 1] == "alice"
+    # The model check: what verify_model says, passed as it is (off, synthetic or a checkpoint directory).
+    for model in ("off", "/srv/models/llama-13b"):
+        asked = check_arguments(settings(verify_model=model))
+        assert asked[asked.index("--model") + 1] == model
 
 
 def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit_status():
@@ -201,5 +206,5 @@ def test_the_expected_request_is_what_the_check_arguments_ask():
                                       torch_label=LABEL))
     assert found == {"venv": "/srv/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1", "device": "cpu",
                      "gpu_required": False, "static_only": False, "root": "/", "torch_label": LABEL,
-                     "expect_amd_repo": True}
+                     "expect_amd_repo": True, "model": "synthetic"}
     assert expected_request(settings(rocm_install="skip"))["expect_amd_repo"] is False

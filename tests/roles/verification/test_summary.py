@@ -21,10 +21,10 @@ from roles.verification.summary import (
     render_markdown,
     row_for,
 )
-from tests.support.report_samples import FACTS, edited, sample, sample_report
+from tests.support.report_samples import FACTS, RUNTIME, STATIC, edited, sample, sample_report
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
-from verify.report.report import Report, StraysFacts
+from verify.report.report import CheckResult, ModelRun, Report, StraysFacts
 
 LABEL = "torch 2.13.0 CPU, stand-in for the ROCm wheel"
 
@@ -130,6 +130,29 @@ def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
     report = replace(sample({"strays": "warn"}), facts=replace(FACTS, strays=strays))
     cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
     assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell
+
+
+def test_the_model_column_says_per_device_how_the_4bit_model_did_and_whether_a_checkpoint_fits():
+    """The 4-bit model column: off when not asked; per GPU the footprint ratio and the logits cosine; for a checkpoint
+    whether it fits each GPU (here a 13B on a 20 GB 7900 XT: in 4-bit, not in fp16, so not compared); a CPU run says
+    it is not a GPU pass; asked but not run (a refusal) says so."""
+    def cell(model: str, runs: tuple[ModelRun, ...], refused: bool = False) -> str:
+        checks = [CheckResult(i, i, "pass", "ok") for i in STATIC + RUNTIME]
+        checks += [CheckResult(f"model.{run.device.replace(':', '')}", "model", run.status, "…") for run in runs]
+        checks += [CheckResult("model", "model", "warn", "model check refused: …")] if refused else []
+        report = sample(checks=checks)
+        report = replace(report, request=replace(report.request, model=model), facts=replace(FACTS, model=runs))
+        return row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("4-bit model") - 1]
+
+    assert cell("off", ()) == "off"
+    assert cell("synthetic", (ModelRun("cuda:0", "pass", 0.3041, 0.9702, 48.2, True),
+                              ModelRun("cuda:1", "pass", 0.3041, 0.9688, 51.0, True))) == \
+        "cuda:0 0.304, cos 0.970; cuda:1 0.304, cos 0.969"
+    assert cell("/srv/models/llama-13b", (ModelRun("cuda:0", "warn", 0.2712, None, 21.0, True, True, False),)) == \
+        "cuda:0 0.271, not compared, fits 4-bit, not fp16 ⚠"
+    assert cell("synthetic", (ModelRun("cpu", "fail", 0.98, 0.999, 3.1, False),)) == \
+        "cpu 0.980, cos 0.999 ✗ (CPU, not a GPU pass)"
+    assert cell("synthetic", (), refused=True) == "WARN: not run"
 
 
 @pytest.mark.parametrize("change, words", [
