@@ -101,7 +101,9 @@ SCHEMA: tuple[Key, ...] = (
     Key("workstation_users", "list of str", (), user_names,
         meaning="accounts added to the `render` and `video` groups (appended; existing groups are kept)"),
     Key("venv_path", "absolute path", pins.VENV_PATH, absolute_path, meaning="the venv with torch and bitsandbytes"),
-    Key("venv_owner", "str", pins.VENV_OWNER, user_name, meaning="owner of the venv"),
+    Key("venv_owner", "str", pins.VENV_OWNER, user_name,
+        meaning="owner of the venv; pip and the runtime probe run as this account, added to `render` and `video` "
+                "like workstation_users (unless root)"),
     Key("torch_index_url", "URL", pins.TORCH_INDEX_URL, url, meaning="pip index that serves the torch ROCm wheels"),
     Key("torch_spec", "pip requirement", pins.TORCH_SPEC, pip_requirement, meaning="the torch requirement to install"),
     Key("torch_label", "str \\| None", None, optional_text,

@@ -1,5 +1,5 @@
 """Stage 3, ROCm: amdgpu-install's deb and apt lists, `amdgpu-install -y --usecase=rocm --no-dkms`, /opt/rocm, then
-the workstation users into render and video. Alone: pyinfra INVENTORY tasks/rocm.py"""
+the workstation users and the venv's owner into render and video. Alone: pyinfra INVENTORY tasks/rocm.py"""
 
 from roles.rocm.deploy import gpu_access, rocm
 from roles.settings import require_valid_inventory

@@ -1,5 +1,5 @@
-"""The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users into the GPU
-groups (also when ROCm is managed elsewhere: the users still need /dev/kfd and /dev/dri)."""
+"""The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users and the venv's
+owner into the GPU groups (also when ROCm is managed elsewhere: they still need /dev/kfd and /dev/dri)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,18 @@ def rocm(settings: HostSettings) -> None:
     version = installer_package_version(release, build)
     deb_path = f"{pins.INSTALLER_CACHE_DIR}/{installer_file_name(release, build)}"
     if operations.installed_installer_version() != version:
-        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR, mode="755")
+        # Root's own, 755: the download is staged in it (below), so no other account may add or swap files there.
+        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR,
+                        user="root", group="root", mode="755")
         files.download(
             name=f"Download {installer_file_name(release, build)}",
             src=installer_url(settings.repo_radeon_base_url, release, build, codename),
             dest=deb_path,
             sha256sum=settings.amdgpu_install_sha256 or pins.AMDGPU_INSTALL_SHA256.get(codename),
+            # Without it pyinfra has root's curl write to /tmp/pyinfra-<sha1 of dest>, a name any account can plant
+            # first (a symlink to a file root then overwrites, a FIFO that hangs the run, a file swapped before the
+            # mv); in the root-owned cache directory only root can.
+            temp_dir=pins.INSTALLER_CACHE_DIR,
         )
     operations.installer_package(
         name=f"Install amdgpu-install {version}", deb_path=deb_path, version=version,
@@ -70,7 +76,11 @@ def rocm(settings: HostSettings) -> None:
 
 @stage("GPU access")
 def gpu_access(settings: HostSettings) -> None:
-    operations.gpu_groups(name="workstation_users in render and video", users=list(settings.workstation_users))
+    users, owner = list(settings.workstation_users), settings.venv_owner
+    # The venv's owner runs the runtime probe and NF4 test (the verification stage and the boot check), so it needs
+    # the GPU too.
+    who = "workstation_users" if owner == "root" or owner in users else "workstation_users and venv_owner"
+    operations.gpu_groups(name=f"{who} in render and video", users=users, venv_owner=owner)
     if settings.new_users_gpu_groups:
         operations.new_user_groups(name="New accounts join render and video (/etc/adduser.conf)",
                                    groups=list(GPU_GROUPS))

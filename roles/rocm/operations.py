@@ -101,8 +101,14 @@ def opt_rocm_points_at(release: str):
 
 
 @operation()
-def gpu_groups(users: list[str]):
-    """Each user is in `render` and `video` (appended: their other groups stay); the groups exist."""
+def gpu_groups(users: list[str], venv_owner: str | None = None):
+    """Each user is in `render` and `video` (appended: their other groups stay); the groups exist. `venv_owner` too,
+    unless it is root or already among `users`: the runtime probe and the NF4 test run as that account
+    (verify/checks/probe_account.py), so it must reach /dev/kfd and /dev/dri as the venv's user would."""
+    setting = {user: "workstation_users" for user in users}
+    if venv_owner and venv_owner != "root":
+        setting.setdefault(venv_owner, "venv_owner")
+    users = list(setting)
     if not users:
         host.noop("no workstation_users to add to render and video")
         return
@@ -116,8 +122,9 @@ def gpu_groups(users: list[str]):
         groups = accounts.memberships.get(user)
         if groups is None:
             changes = True
-            yield fail_command(f"user {user} does not exist (workstation_users): create the account, or remove it "
-                               "from workstation_users")
+            fix = ("remove it from workstation_users" if setting[user] == "workstation_users"
+                   else "set venv_owner to an existing account")
+            yield fail_command(f"user {user} does not exist ({setting[user]}): create the account, or {fix}")
             continue
         missing = [group for group in GPU_GROUPS if group not in groups]
         if missing:

@@ -91,11 +91,13 @@ def _steps(ops: list[dict]) -> list[tuple[str, list[str]]]:
 
 def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
     url = f"https://repo.radeon.com/amdgpu-install/7.2.4/ubuntu/{codename}/amdgpu-install_7.2.4.70204-1_all.deb"
-    temp = "/tmp/pyinfra-b0b16bba445ea152d83914086fee36e8f1eafb88"  # pyinfra's temp name: sha1 of the destination
+    # pyinfra's temp name (sha1 of the destination), in the root-owned cache directory rather than /tmp
+    temp = "/var/cache/rocm-fleet/pyinfra-b0b16bba445ea152d83914086fee36e8f1eafb88"
     return [
         ("Preflight | host is fit", []),
         ("Colliding packages | Remove distro packages that block amdgpu-install", []),
-        ("ROCm | Directory /var/cache/rocm-fleet", ["mkdir -p /var/cache/rocm-fleet", "chmod 755 /var/cache/rocm-fleet"]),
+        ("ROCm | Directory /var/cache/rocm-fleet", ["mkdir -p /var/cache/rocm-fleet", "chmod 755 /var/cache/rocm-fleet",
+                                                    "chown root:root /var/cache/rocm-fleet"]),
         ("ROCm | Download amdgpu-install_7.2.4.70204-1_all.deb", [
             f"( curl -sSLf {url} -o {temp} ) || ( wget -q {url} -O {temp} || ( rm -f {temp} ; exit 1 ) )",
             f"mv {temp} {DEB}"]),
@@ -127,6 +129,20 @@ def test_fresh_noble_plan_is_exactly_this(plan):
 def test_fresh_jammy_takes_the_jammy_installer(plan):
     """Mock of a fresh Ubuntu 22.04 workstation."""
     assert _steps(plan["fresh_jammy"]) == _fresh_plan("jammy")
+
+
+def test_the_installer_is_downloaded_only_into_root_s_own_directory(plan):
+    """Issue 9: root's curl must not write to a name another account can plant first (pyinfra's default, a
+    predictable /tmp/pyinfra-<sha1 of the destination>, symlink or FIFO); every path the download writes is in the
+    installer cache, which the step before makes root's own with mode 755."""
+    for kind in ("fresh_noble", "fresh_jammy"):
+        steps = dict(_steps(plan[kind]))
+        assert steps["ROCm | Directory /var/cache/rocm-fleet"][-2:] == [
+            "chmod 755 /var/cache/rocm-fleet", "chown root:root /var/cache/rocm-fleet"]
+        download = next(commands for name, commands in steps.items() if name.startswith("ROCm | Download "))
+        written = {path for command in download for path in re.findall(r"(?:-o|-O|mv \S+) (\S+)", command)}
+        written |= {command.split()[1] for command in download if command.startswith("mv ")}
+        assert written and all(path.startswith("/var/cache/rocm-fleet/") for path in written), download
 
 
 def test_dry_run_shows_the_same_changes(dry):

@@ -43,7 +43,9 @@ def fleet(tmp_path_factory):
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("reports")
-    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice", "workstation_users": ["alice"],
+    # alice is not among workstation_users: the GPU groups her probe runs with (render, video, asserted from the
+    # report) come from being venv_owner alone.
+    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice", "workstation_users": [],
                                             "reports_dir": str(reports)}) as up:
         host = up.host("ws1")
         host.run(["useradd", "--create-home", "--shell", "/bin/bash", "alice"])
@@ -130,8 +132,7 @@ def test_the_owners_pth_never_runs_as_root_during_dry_deploy_verify_and_apt(flee
     before = last.read_text()
     deb = build_deb(tmp_path, {"Package": "rocm-fleet-test-ok", "Version": "1.0", "Architecture": "all"})
     (host.root / "tmp/ok.deb").write_bytes(deb.read_bytes())
-    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "/tmp/ok.deb"],
-                    timeout=600)
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "/tmp/ok.deb"])
     # The hook prints nothing when nothing changed; that it ran shows in the result it records after every dpkg run.
     assert last.read_text() != before, f"the apt hook did not run: {done.stdout[-2000:]}"
     assert not [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(PREFIX)], done.stdout
