@@ -14,7 +14,8 @@ package is installed), no remote code, and every cache (HF_HOME, torch's compile
 removed at the end. `--time-limit`: the probe stops itself, reports what it measured and removes that directory.
 OpenMP gets one thread unless the caller's environment says otherwise.
 
-On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API — or the CPU):
+On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API —, only those of `--gpu INDEX` when
+given: the verifier names the GPUs NF4 passed on; or the CPU):
 1. the reference in 16 bits: its memory footprint, its logits on a fixed prompt (a seeded sequence of token ids: no
    tokenizer is loaded, the kernels are what is checked); skipped when its weights cannot fit the GPU;
 2. the same checkpoint in 4-bit NF4 (`BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")`): footprint,
