@@ -7,6 +7,7 @@
     host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
     snapshot(host.root)                                             # every path of a host's filesystem, to compare
+    boot_unit_command(host.root)                                    # the boot unit's ExecStart, to run by hand
 
 pyinfra prints its --json results only when at least one host is still active at the end: when every host fails
 (the local fleet's hosts all fail verification, by design) `run.results` is {} and the run is read from `run.log`.
@@ -78,6 +79,16 @@ def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
         found[host] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     return found
 
+
+
+def boot_unit_command(root: Path) -> str:
+    """The ExecStart command of the boot check's unit on a host (a chroot has no systemd as PID 1: tests run it by hand,
+    with `sh -c`, which reads systemd's quoting of these words alike)."""
+    from roles.boot_check.model import UNIT_PATH
+
+    unit = (root / UNIT_PATH.lstrip("/")).read_text()
+    [line] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    return line[len("ExecStart="):]
 
 
 def snapshot(root: Path) -> dict[str, tuple]:

@@ -34,7 +34,7 @@ from roles.apt_hook.model import HOOK_PREFIX
 from roles.boot_check.model import STATE_DIR, UNIT_PATH, WANTS_LINK
 from tests.support.amd_mirror import PIN_FILE, build_mirror, serving
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy, host_lines
+from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -202,16 +202,10 @@ def test_an_ld_library_path_line_in_etc_environment_names_the_binding_that_moved
 
 # --- the boot-time check ---------------------------------------------------------------------------------------------
 
-def _exec_start(host) -> str:
-    unit = (host.root / UNIT_PATH.lstrip("/")).read_text()
-    [line] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
-    return line[len("ExecStart="):]
-
-
 def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification(workstation):
     up, host, reports = workstation
     assert (host.root / WANTS_LINK.lstrip("/")).is_symlink()
-    command = _exec_start(host)
+    command = boot_unit_command(host.root)
     assert command.startswith("/usr/bin/python3 -I /var/lib/rocm-fleet/verify.pyz boot-check --venv "
                               "/opt/rocm-fleet/venv")
     # No systemd runs as PID 1 in a chroot: the unit's command, run by hand as root (sh reads systemd's quoting alike).

@@ -4,10 +4,10 @@ runs anything she can change.
 
 alice drops `zz.pth` into her venv's site-packages: Python runs its `import` line at every start of that venv's
 interpreter, and it appends the uid that ran it to a log. Across `deploy.py --dry`, a deploy in which pip really runs,
-`tasks/verify.py` and an apt run (the hook), the log must never show uid 0 — and must show alice's uid where she
-legitimately runs (pip, the runtime probe), so the test can fail. Then: a verifier upload while alice has planted
-pyinfra's predictable temporary name, and a stale verifier on the host at plan time; and first of all, a venv_path
-under a directory every account can write is refused before anything changes on the host.
+`tasks/verify.py`, an apt run (the hook) and the boot unit's command, the log must never show uid 0 — and must show
+alice's uid where she legitimately runs (pip, the runtime probe), so the test can fail. Then: a verifier upload while
+alice has planted pyinfra's predictable temporary name, and a stale verifier on the host at plan time; and first of
+all, a venv_path under a directory every account can write is refused before anything changes on the host.
 
 The tests run in order on one host (each builds on the one before).
 """
@@ -24,9 +24,10 @@ import pytest
 from pyinfra.api.util import sha1_hash
 
 from roles.apt_hook.model import HOOK_DIR
+from roles.boot_check.model import STATE_DIR
 from roles.verifier import REMOTE_VERIFIER, zipapp_bytes
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy, host_lines
+from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -137,6 +138,17 @@ def test_the_owners_pth_never_runs_as_root_during_dry_deploy_verify_and_apt(flee
     assert last.read_text() != before, f"the apt hook did not run: {done.stdout[-2000:]}"
     assert not [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(PREFIX)], done.stdout
     assert who_ran(host) == [], "the apt hook (root) ran the venv's python"
+
+    # The boot unit (installed by deploy.py's boot check stage) runs as root; its runtime probe and NF4 run as alice.
+    # No systemd runs as PID 1 in a chroot: its command is run by hand, as root.
+    empty_log(host)
+    boot = host.ssh(["sudo", "sh", "-c", boot_unit_command(host.root)], check=False)
+    assert boot.returncode == 1 and "FAIL — linkage.static" in boot.stdout, boot.stdout + boot.stderr
+    ran = who_ran(host)
+    assert any(argv.startswith("- --device cpu") for _, argv in ran), ran  # the probe ran …
+    assert all(run_uid == uid for run_uid, _ in ran), f"the boot check ran alice's code as root: {ran}"  # … as alice
+    kept = json.loads((host.root / STATE_DIR.lstrip("/") / "last.json").read_text())
+    assert kept["report"]["facts"]["probe_account"]["user"] == "alice"
 
 
 def test_a_stale_verifier_is_never_run_and_a_planted_upload_name_is_not_used(fleet):

@@ -58,6 +58,9 @@ def test_the_command_is_the_verification_stages_question_once_per_boot():
                              "--expect-bitsandbytes", "0.50.1", "--device", "auto"]
     assert "--json" not in arguments and "--expect-amd-repo" not in arguments
     assert arguments[-6:] == ["--timeout", "900", "--driver-wait", "120", "--state-dir", "/var/lib/rocm-fleet/boot-check"]
+    # Root runs the unit; the runtime probe and NF4 — the venv's code — run as its owner, as in the verification.
+    owned = _arguments(venv_owner="alice")
+    assert owned[owned.index("--probe-user") + 1] == "alice"
     line = exec_start("/usr/bin/python3", arguments)
     assert '--torch-label "torch 2.13.0 CPU, stand-in"' in line  # systemd's quoting: one word
     assert exec_start("/usr/bin/python3", ["a%b$c"]).endswith('"a%%b$$c"')  # specifiers and variables escaped
