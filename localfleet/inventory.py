@@ -18,6 +18,9 @@ def fleet_group_data(layout: Layout) -> dict:
         "rocm_install": "skip",  # no repo.radeon.com here, and these hosts have no GPU
         "gpu_required": False,
         "verify_device": "cpu",
+        # The model check needs Transformers and its dependencies in every host's venv and venv_owner not root; its
+        # real runs are tested with the real stack in tests/verify/checks/test_model.py. Test fleets keep it off.
+        "verify_model": "off",
         # torch 2.13.0 resolves to the CPU build on this machine's disk (pip's find-links); the ROCm wheel is out of reach.
         "torch_spec": "torch==2.13.0",
         "torch_label": "torch 2.13.0 CPU, stand-in for the ROCm wheel (download.pytorch.org is unreachable here)",

@@ -39,6 +39,7 @@ from roles.validators import (
     controller_path,
     count,
     known_release,
+    model_source,
     one_of,
     optional_absolute_path,
     optional_controller_directory,
@@ -132,6 +133,11 @@ SCHEMA: tuple[Key, ...] = (
         meaning="where the verification, the apt hook and the boot check write `rocm_fleet.prom` for node_exporter's "
                 "textfile collector (only when the directory exists: node_exporter's package makes it); None: no "
                 "metrics file"),
+    Key("verify_model", '"off" \\| "synthetic" \\| absolute path', "synthetic", model_source,
+        meaning="the model check after NF4: a 4-bit NF4 causal LM through Transformers on each GPU NF4 passed on, "
+                "run as venv_owner (refused while that is root) — `synthetic`: a small seeded Llama built on the "
+                "host; a path: a checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none, "
+                "and no Transformers in the venv"),
     Key("reports_dir", "controller path", "reports", controller_path,
         meaning="where the controller writes reports/<host>.json and the fleet summary"),
 )
@@ -169,6 +175,7 @@ class HostSettings:
     new_users_gpu_groups: bool
     verify_device: str
     node_exporter_textfile_dir: str | None
+    verify_model: str
     reports_dir: str
 
 

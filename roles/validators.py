@@ -174,6 +174,17 @@ def optional_absolute_path(value: Any) -> str | None:
     return None if value is None else absolute_path(value)
 
 
+def model_source(value: Any) -> str:
+    """The model check's model: 'off', 'synthetic', or a checkpoint directory on the host (a path, as above)."""
+    text = _string(value, "synthetic")
+    if text in ("off", "synthetic"):
+        return text
+    if not text.startswith("/"):
+        raise Invalid(f"got {text!r}, expected 'off', 'synthetic' or the absolute path of a checkpoint directory on "
+                      "the host such as '/srv/models/llama-13b'")
+    return absolute_path(text)
+
+
 def _printable(text: str, expected: str) -> str:
     """Controller paths and labels never reach a host command, so spaces and non-ASCII letters are fine in them; a
     control character is not: it would break the one-line messages and reports that show them (or drive a terminal)."""

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from verify.checks import model_bounds
 from verify.checks.apt import pin_text
+from verify.checks.model import probe_arguments as model_probe_arguments
+from verify.checks.model import probe_source as model_probe_source
 from verify.debian.apt_policy import parse_preferences, pins_origin
 from verify.debian.debversion import compare_versions
 from verify.debian.distro_rocm import is_amd_version
@@ -62,6 +65,7 @@ __all__ = [
     "KeptResult", "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
     "blocks_in_cmdline", "blocks_in_modprobe_conf", "check_priority", "compare_reports", "compare_versions",
     "find_strays", "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "kept_results",
-    "known_releases", "ldd_lines", "meta_packages", "newest", "parse_dpkg_query_lines", "parse_ldd_output",
-    "parse_preferences", "parse_time", "pin_text", "pins_origin", "release_with_build", "rocm_release",
+    "known_releases", "ldd_lines", "meta_packages", "model_bounds", "model_probe_arguments", "model_probe_source",
+    "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "parse_time", "pin_text",
+    "pins_origin", "release_with_build", "rocm_release",
 ]

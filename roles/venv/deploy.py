@@ -1,4 +1,6 @@
-"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes.
+"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes —
+and, unless verify_model is off, Transformers and accelerate for the model check (their dependencies come with them,
+into the wheelhouse and its hashes like the rest).
 
 The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
 runs): a path whose directories another account can write would let that account swap the venv
@@ -17,8 +19,10 @@ from roles.settings import HostSettings
 from roles.stage import stage, stop
 from roles.uploads import Upload, checked_files
 from roles.venv.facts import HostPython3
+from roles.venv.model import model_check_requirements
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import prepare_wheelhouse, wheelhouse_files
+
 
 # Where a host keeps its copy of the wheelhouse (uploaded from the controller; only changed files travel).
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
@@ -31,7 +35,7 @@ def venv(settings: HostSettings) -> None:
     if problem:
         stop("venv path others can write", f"{host.name}: {problem}")
         return
-    others = [f"bitsandbytes=={settings.bitsandbytes_version}"]
+    others = [f"bitsandbytes=={settings.bitsandbytes_version}", *model_check_requirements(settings.verify_model)]
     python3_venv_package(name="python3-venv", lock_timeout=settings.dpkg_lock_timeout)
 
     remote_wheelhouse = None

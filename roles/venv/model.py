@@ -1,5 +1,5 @@
 """The venv stage's decisions, pure: is a requirement met by what is installed, does the venv need creating, and for
-which platforms does the controller download wheels. Whether the venv may live at its path (who else could change it)
+which platforms does the controller download wheels, what the model check adds to the venv. Whether the venv may live at its path (who else could change it)
 is roles/debian/path_access.py, which preflight asks too.
 
 Why not pyinfra's pip operations: its fact drops local version labels (`2.13.0+rocm7.2`), so `torch==2.13.0+rocm7.2`
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from roles import pins
 
 # The oldest glibc each legacy manylinux alias stands for (PEP 600), for x86_64 and i686.
 _LEGACY_MANYLINUX = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
@@ -68,6 +70,14 @@ def wheel_platforms(glibc: str, machine: str) -> tuple[str, ...]:
         if machine in ("x86_64", "i686") and level in _LEGACY_MANYLINUX:
             tags.append(f"{_LEGACY_MANYLINUX[level]}_{machine}")
     return tuple(tags)
+
+
+def model_check_requirements(verify_model: str) -> tuple[str, ...]:
+    """What the model check (verify/checks/model.py) needs in the venv beside torch and bitsandbytes: none with
+    verify_model off. pip resolves their own dependencies (huggingface-hub, tokenizers, safetensors, …)."""
+    if verify_model == "off":
+        return ()
+    return (f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}")
 
 
 def requirement_met(spec: str, installed: Mapping[str, str]) -> bool:

@@ -40,6 +40,7 @@ def check_arguments(settings: HostSettings) -> list[str]:
         "--probe-user", settings.venv_owner,
         # Keep the report on the host too (/var/lib/rocm-fleet/last-verify.json): the status task reads it back.
         "--keep-in", KEPT_STATE_ROOT,
+        "--model", settings.verify_model,
         "--json",
     ]
     if settings.node_exporter_textfile_dir:
@@ -65,6 +66,7 @@ def expected_request(settings: HostSettings) -> dict:
         "root": "/",
         "torch_label": settings.torch_label,
         "expect_amd_repo": settings.rocm_install == "install",
+        "model": settings.verify_model,
     }
 
 
@@ -115,8 +117,9 @@ def join_fleet_summary(settings: HostSettings) -> None:
 def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
+    model = "" if settings.verify_model == "off" else ", the 4-bit model"
     run = server.shell(
-        name=f"Run the verifier: linkage, versions, strays, runtime, NF4 {device}",
+        name=f"Run the verifier: linkage, versions, strays, runtime, NF4{model} {device}",
         commands=[remote_command(settings)],
     )
     python.call(

@@ -18,7 +18,7 @@ from verify.api import FAIL, PASS, WARN, Report, check_priority
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
 COLUMNS = ("Host", "Verdict", "Check", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Kernel", "Linkage",
-           "Strays", "NF4 error", "As of")
+           "Strays", "NF4 error", "4-bit model", "As of")
 NONE = "—"
 LABEL_MARK = "†"
 
@@ -90,6 +90,7 @@ class Row:
     linkage: str = NONE
     strays: str = NONE
     nf4: str = NONE
+    model: str = NONE
     as_of: str = NONE
     checks: tuple[tuple[str, str], ...] = ()  # (check id, status), in the report's order
     sources: tuple[str, ...] = ()
@@ -116,7 +117,7 @@ class Row:
         """One per COLUMNS entry after "Host"."""
         torch = f"{self.torch} {LABEL_MARK}" if self.torch_label else self.torch
         return (self.verdict, self.check, self.os, self.rocm, torch, self.bitsandbytes, self.gpus, self.kernel,
-                self.linkage, self.strays, self.nf4, self.as_of)
+                self.linkage, self.strays, self.nf4, self.model, self.as_of)
 
 
 def _gpus(report: Report) -> str:
@@ -130,20 +131,48 @@ def _gpus(report: Report) -> str:
     return f"{len(gpus)} ({archs}){note}"
 
 
+def _per_device(runs, cell, separator: str) -> str:
+    """One `cell(run)` per device, and a plain note when none of them ran on a GPU."""
+    text = separator.join(cell(run) for run in runs)
+    return text if any(run.gpu_pass for run in runs) else f"{text} (CPU, not a GPU pass)"
+
+
+def _number(value, digits: int) -> str | None:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else None
+
+
 def _nf4(report: Report) -> str:
     runs = report.facts.nf4
     if not runs:
         return "not run"
-    parts = []
-    for run in runs:
-        value = run.roundtrip_mean_abs_error
-        number = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
-        flag = "" if run.status == PASS else " ✗"
-        parts.append(f"{run.device or '?'} {number}{flag}")
-    text = ", ".join(parts)
-    if not any(run.gpu_pass for run in runs):
-        text += " (CPU, not a GPU pass)"
-    return text
+    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}"
+                                         f"{'' if run.status == PASS else ' ✗'}", ", ")
+
+
+def _fit(run) -> str:
+    if run.fits_4bit is None:
+        return ""
+    if not run.fits_4bit:
+        return ", fits neither"
+    return ", fits 4-bit and fp16" if run.fits_16bit else ", fits 4-bit, not fp16"
+
+
+def _cosine(run) -> str:
+    cosine = _number(run.logits_cosine, 3)
+    return f"cos {cosine}" if cosine else "not compared"
+
+
+def _model(report: Report) -> str:
+    """"cuda:0 0.304, cos 0.975" per device; for a checkpoint whether it fits the GPU ("fits 4-bit, not fp16")."""
+    if report.request.model == "off":
+        return "off"
+    runs = report.facts.model
+    if not runs:
+        check = report.check("model")
+        return f"{check.status.upper()}: not run" if check else "not run"
+    flags = {PASS: "", FAIL: " ✗"}
+    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.footprint_ratio, 3) or '—'}, "
+                                         f"{_cosine(run)}{_fit(run)}{flags.get(run.status, ' ⚠')}", "; ")
 
 
 def _strays(report: Report) -> str:
@@ -287,5 +316,6 @@ def row_for(outcome: HostOutcome) -> Row:
         linkage=_linkage(shown),
         strays=_strays(shown),
         nf4=_nf4(shown),
+        model=_model(shown),
         as_of=outcome.as_of or short_time(shown.generated_at),
     )

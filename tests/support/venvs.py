@@ -14,11 +14,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+from roles import pins
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache" / "venvs"
 
 # torch 2.13.0 CPU lies on this machine's disk (pip's find-links); bitsandbytes 0.50.1 is the real PyPI wheel.
 TORCH_CPU = ("torch==2.13.0", "bitsandbytes==0.50.1")
+# The model check's stack: the same torch and bitsandbytes, plus Transformers and accelerate at their pins. Built with
+# the system python3 (Debian's 3.11), so that its probe can run as an unprivileged account, as it runs as venv_owner
+# on a host: the test runner's own python may sit under root's 0700 home.
+TORCH_CPU_TRANSFORMERS = (
+    *TORCH_CPU, f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}",
+)
+SYSTEM_PYTHON = "/usr/bin/python3"
 # torch 2.14.1 is a CUDA build with nvidia-* wheels (about 5.5 GB): a large venv whose libraries find each other
 # through RPATH, used by the linkage benchmark.
 TORCH_CUDA = ("torch==2.14.1", "bitsandbytes==0.50.1")
@@ -41,6 +50,23 @@ def ensure_venv(name: str, requirements: tuple[str, ...], python: str = sys.exec
         )
         stamp.write_text(wanted)
     return venv
+
+
+def transformers_venv() -> Path:
+    """The real venv of the model check: torch 2.13.0 (CPU), bitsandbytes 0.50.1, Transformers and accelerate."""
+    return ensure_venv("torch-cpu-transformers", TORCH_CPU_TRANSFORMERS, python=SYSTEM_PYTHON)
+
+
+def planted_venv(venv: Path, standin: Path, environ: dict[str, str] | None = None) -> Path:
+    """A venv at `venv` (made with the system python3, nothing installed) whose site-packages carry a .pth file that
+    puts the transformers venv's packages on the path and, at start-up, sets `environ` and runs `standin` (a
+    sitecustomize.py of tests/support/standins/): a fault planted as a venv's owner could plant it. What the model
+    check's tests run as the venv's owner — PYTHONPATH would not reach that probe (it gets the owner's environment).
+    Returns its python."""
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    hook = f"import os; os.environ.update({dict(environ or {})!r}); import runpy; runpy.run_path({str(standin)!r})"
+    (site_packages(venv) / "planted.pth").write_text(f"{site_packages(transformers_venv())}\n{hook}\n")
+    return venv / "bin" / "python"
 
 
 def site_packages(venv: Path) -> Path:

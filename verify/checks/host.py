@@ -6,9 +6,10 @@ whole run: the linkage analysis, the strays' libraries, the versions and the ven
 is opened through verify/safe_read.py. `shared(compute)` runs `compute(host)` the first time a check asks and keeps
 the answer for the others: dpkg's packages (strays and versions), the strays report (its check, and the linkage
 check's package names), the linkage's inputs (the linkage and maps checks, the report's facts), the runtime probe
-(runtime, maps and NF4). `probe_account` is who runs the venv's code (checks/probe_account.py), chosen before any
-check runs. `static_stopped` says why the static part did not finish (its time limit): what it did not
-compute is then not computed afterwards, outside the limit; `runtime_blocked` says why the probe must not start.
+(runtime, maps and NF4), NF4's results (NF4, and the model check, which runs only where NF4 passed).
+`probe_account` is who runs the venv's code (checks/probe_account.py), chosen before any check runs.
+`static_stopped` says why the static part did not finish (its time limit): what it did not compute is then not
+computed afterwards, outside the limit; `runtime_blocked` says why the probe must not start.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class CheckOptions:
     torch_label: str | None = None  # display only: what this torch stands for (test fleets)
     expect_amd_repo: bool = False  # ROCm comes from AMD's apt repositories here: check the pin and the lists
     probe_user: str | None = None  # run the probe as this account (None: see probe_account.probe_account)
+    model: str = "off"  # the model check (verify/checks/model.py): "off" | "synthetic" | a checkpoint directory
+    model_timeout: float = 600.0  # seconds the model probe may take
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -88,7 +91,7 @@ class Host:
         options = self.options
         return Request(str(options.venv), options.expect_rocm, options.expect_bitsandbytes, options.device,
                        options.gpu_required, options.static_only, str(options.root), options.torch_label,
-                       options.expect_amd_repo)
+                       options.expect_amd_repo, options.model)
 
     @property
     def packages(self) -> tuple[DpkgPackage, ...] | None:

@@ -124,10 +124,20 @@ def check_nf4(probe: Mapping[str, Any]) -> list[CheckResult]:
 
 
 def run(host: Host) -> list[CheckResult]:
+    return host.shared(_results)
+
+
+def _results(host: Host) -> list[CheckResult]:
+    """This run's NF4 checks, judged once: the model check (verify/checks/model.py) runs where they passed."""
     found = runtime.probe(host)
     if found is None or found.data is None:
         return []  # --static-only, or the probe died: runtime.torch says so
     return check_nf4(found.data)
+
+
+def passed_devices(host: Host) -> list[str]:
+    """The devices ("cuda:0", "cpu") NF4 passed on in this run."""
+    return [r.evidence["device"] for r in run(host) if r.status == PASS and r.evidence.get("device")]
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:

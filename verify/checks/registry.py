@@ -7,9 +7,10 @@
    environment (LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION) and the venv's amdsmi change; `apt` — AMD's pin and
    lists (with --expect-amd-repo); `kernel` — the amdgpu driver now and after the next boot;
 3. `runtime` — the probe in the venv (torch, GPUs, bitsandbytes' library), `maps` — what the probe really mapped
-   against the static prediction; 4. `nf4` — the NF4 smoke on each device.
+   against the static prediction; 4. `nf4` — the NF4 smoke on each device; 5. `model` — a 4-bit causal LM through
+   Transformers on each device NF4 passed on (with --model synthetic or PATH; its own run of the venv's python).
 The static checks read files only (through verify/safe_read.py), within `CheckOptions.static_time_limit`: running out
-of time is a failing check, not a hang. The runtime ones share one run of the venv's python — none with
+of time is a failing check, not a hang. The runtime ones (model aside) share one run of the venv's python — none with
 --static-only, nor when the static part ran out of time or found a library that is not a regular file (a FIFO would
 block the probe's dlopen for ever). What several checks need is in `host.py`.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from verify.checks import apt, environment, kernel, linkage, maps, nf4, runtime, strays, versions
+from verify.checks import apt, environment, kernel, linkage, maps, model, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
 from verify.report.report import FAIL, STATIC_CHECK_IDS, CheckResult, Facts, Report, build_report
 from verify.safe_read import OutOfTime, time_limit
@@ -28,7 +29,7 @@ TOOL_VERSION = "0.1.0"
 # What this module adds to the static part (issue 11): a login's environment, AMD's apt pin and lists, the kernel —
 # files read, and apt-cache run once with its own time limit (verify/checks/apt.py).
 STATIC_CHECKS = (linkage, versions, strays, environment, apt, kernel)
-RUNTIME_CHECKS = (runtime, maps, nf4)
+RUNTIME_CHECKS = (runtime, maps, nf4, model)
 CHECKS = STATIC_CHECKS + RUNTIME_CHECKS
 
 

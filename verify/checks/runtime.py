@@ -1,7 +1,8 @@
 """Check 3 — run the probe in the venv, then judge what it saw (torch, GPUs, bitsandbytes' library).
 
-`run_probe` is the one place in `verify/` that starts a process: the venv's own python, fed `runtime_probe.py` on
-stdin (so the probed process imports nothing of ours). Everything after that is pure: `judge_runtime` turns the
+`run_script` is the one place in `verify/` that starts the venv's own python: fed a self-contained probe on stdin
+(so the probed process imports nothing of ours) — `runtime_probe.py` here (`run_probe`), `model_probe.py` for the
+model check (model.py). Everything after that is pure: `judge_runtime` turns the
 probe's JSON into `CheckResult`s. The same probe run serves the comparison of /proc/self/maps with the static
 prediction (`maps.py`) and the NF4 smoke (`nf4.py`).
 
@@ -86,14 +87,30 @@ def run_probe(
     account: ProbeAccount | None = None,
 ) -> ProbeRun:
     """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …), as
-    `account` when that is not this process's own (then with that account's environment: probe_account.py).
-    -B: write no .pyc into the venv — verification changes nothing on the host.
-    """
-    command = [
-        str(python), "-B", "-", "--device", device,
+    `account` when that is not this process's own (then with that account's environment: probe_account.py)."""
+    arguments = [
+        "--device", device,
         "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
         *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
     ]
+    return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
+
+
+def run_script(
+    python: Path,
+    source: str,
+    arguments: list[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    account: ProbeAccount | None = None,
+) -> ProbeRun:
+    """Run a self-contained probe script (this one, the model check's), fed on stdin to `python`, as `account`, and
+    read the JSON line it prints: the one way the verifier runs the venv's code.
+
+    -B: write no .pyc into the venv — verification changes nothing on the host.
+    """
+    command = [str(python), "-B", "-", *arguments]
     environ = dict(os.environ if env is None else env)
     switch = {}
     if account is not None:
@@ -110,7 +127,7 @@ def run_probe(
             return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
         timed_out = False
         try:
-            process.communicate(probe_source().encode(), timeout=timeout)
+            process.communicate(source.encode(), timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:

@@ -5,6 +5,8 @@
 DIR/rocm_fleet.prom from every result kept there (verify/report/metrics.py). Both are written atomically under a
 private name; a failure to write either is one line on stderr ("verify check: warning: …") and changes neither the
 report nor the exit code.
+`--model synthetic|PATH` adds the model check (verify/checks/model.py) after NF4; a --model that is not off,
+synthetic or an absolute path, or a PATH that is no directory here, is bad usage.
 
 Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
 `Report.exit_status` (verify/report/report.py), the same table the controller holds a report's exit status to.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -29,12 +32,22 @@ from verify.stack.venv_layout import VenvError
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
 MAX_TIMEOUT = 86400.0  # a day: an NF4 smoke test takes seconds
+MODEL_CHOICES = ("off", "synthetic")  # … or the absolute path of a checkpoint directory
+
+
+def model_source(text: str) -> str:
+    """An argparse type: off, synthetic, or an absolute path (plain: no '..', '//', '.' parts, one line)."""
+    if text in MODEL_CHOICES or (text.startswith("/") and "\n" not in text
+                                 and os.path.normpath(text) == text.rstrip("/")):
+        return text.rstrip("/") or text
+    raise argparse.ArgumentTypeError(f"{text!r} is not off, synthetic or the absolute path of a checkpoint directory "
+                                     "on this host (e.g. /srv/models/llama-13b)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="every check of a workstation: linkage, versions, strays, runtime, NF4",
+        help="every check of a workstation: linkage, versions, strays, runtime, NF4, the 4-bit model",
         description=__doc__.splitlines()[0],
     )
     add_arguments(parser)
@@ -62,6 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="analyse the filesystem image at DIR (implies --static-only)")
     parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
                         help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
+    parser.add_argument("--model", type=model_source, default="off", metavar="off|synthetic|PATH",
+                        help="after NF4, on each device it passed on: a 4-bit NF4 causal LM through Transformers — "
+                        "synthetic: a small seeded Llama built here; PATH: a checkpoint directory on this host "
+                        "(safetensors); off (the default; the verification stage passes verify_model). Run as the "
+                        "probe's account, never as root")
+    parser.add_argument("--model-timeout", type=seconds(MAX_TIMEOUT), default=600.0,
+                        help=f"seconds the model check may take (at most {MAX_TIMEOUT:g})")
     parser.add_argument("--probe-user", metavar="USER",
                         help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
                         "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
@@ -87,18 +107,22 @@ def options_from(args: argparse.Namespace, command: str = "verify check") -> Che
     if not args.root.is_dir():
         return f"{command}: --root {args.root} is not a directory"
     root = args.root.resolve()
+    static_only = args.static_only or root != Path("/")
+    if args.model not in MODEL_CHOICES and not static_only and not os.path.isdir(args.model):
+        return f"{command}: --model {args.model}: no such directory on this host — give a checkpoint directory"
     return CheckOptions(
         venv=args.venv,
         expect_rocm=args.expect_rocm,
         expect_bitsandbytes=args.expect_bitsandbytes,
         device=args.device,
         gpu_required=args.gpu_required,
-        static_only=args.static_only or root != Path("/"),
+        static_only=static_only,
         root=root,
         timeout=args.timeout,
         torch_label=args.torch_label,
         expect_amd_repo=args.expect_amd_repo,
         probe_user=args.probe_user,
+        model=args.model, model_timeout=args.model_timeout,
     )
 
 

@@ -30,11 +30,12 @@ from typing import Any, Iterable, Mapping
 from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
 from verify.debian.strays import StraysReport
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # What from_json reads. 2 added facts.kernel, facts.apt_pin, facts.environment, facts.boot_check and the GPUs'
 # `integrated`/`work` (the checks kernel.*, apt.*, environment.*), and facts.probe_account (which account ran the
 # venv's code); a version-1 report reads with those None.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+# 3 added request.model and facts.model (the check model.*); older reports read with model "off" and no runs.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
 KIND = "rocm-fleet.verify-report"
 SCHEMA_RESOURCE = "report_schema.json"
 TOOL_NAME = "rocm-fleet verify"
@@ -60,6 +61,7 @@ PRIORITY = (
     "runtime.devices",
     "runtime.maps",
     "nf4",
+    "model",  # the workload on top of NF4: it runs only where NF4 passed
     "kernel",
 )
 
@@ -109,6 +111,20 @@ class Nf4Run:
     status: str
     roundtrip_mean_abs_error: float | None
     gpu_pass: bool = False
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """One device's 4-bit causal LM (check model.<device>): what the fleet summary shows."""
+
+    device: str
+    status: str
+    footprint_ratio: float | None  # 4-bit footprint / 16-bit footprint
+    logits_cosine: float | None  # None: the 16-bit reference was not compared (it does not fit the GPU)
+    tokens_per_s: float | None
+    gpu_pass: bool = False
+    fits_4bit: bool | None = None  # a checkpoint (PATH) on a GPU: does it fit this GPU's memory; None: not asked
+    fits_16bit: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +194,8 @@ class Facts:
     environment: StatusLine | None = None
     boot_check: BootCheckFacts | None = None
     probe_account: ProbeAccountFacts | None = None  # None: nothing of the venv ran (static only, or not started)
+    # Schema 3 (empty in older reports, and when the model check did not run):
+    model: tuple[ModelRun, ...] = ()
 
     @classmethod
     def from_json(cls, data: Any) -> Facts:
@@ -201,6 +219,7 @@ class Facts:
             boot_check=(None if facts.boot_check is None
                         else _record(BootCheckFacts, facts.boot_check, "facts.boot_check")),
             probe_account=None if facts.probe_account is None else _probe_account(facts.probe_account),
+            model=tuple(_record(ModelRun, run, "facts.model[]") for run in _list(facts.model, "facts.model")),
         )
 
 
@@ -276,6 +295,7 @@ class Request:
     root: str
     torch_label: str | None = None  # display only: what this torch stands for
     expect_amd_repo: bool = False  # apt.pin and apt.lists were asked for (schema 2)
+    model: str = "off"  # the model check: "off" | "synthetic" | a checkpoint directory on the host (schema 3)
 
 
 @dataclass(frozen=True)
@@ -406,7 +426,8 @@ def verdict_of(checks: Iterable[CheckResult]) -> str:
 # The checks every report has (verify/checks/registry.py always runs them): without them a report proves nothing.
 STATIC_CHECK_IDS = ("linkage.static", "versions.rocm", "versions.torch", "versions.bitsandbytes", "strays")
 # … and a report that is not static-only and passes has the runtime ones too (a failing one may stop at
-# runtime.torch: the probe did not run or import torch failed), and at least one NF4 run ("nf4" or "nf4.<device>").
+# runtime.torch: the probe did not run or import torch failed), and at least one NF4 run ("nf4" or "nf4.<device>");
+# when the model check was asked for (request.model), at least one of it ("model" or "model.<device>") as well.
 RUNTIME_CHECK_IDS = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.maps")
 EXIT_STATUS = {PASS: 0, WARN: 0, FAIL: 1}  # what `verify check` exits with for each verdict (README, check.py)
 IN_PROCESS = "in-process"  # judge_report(exit_status=IN_PROCESS): the report was not read from a verifier process
@@ -510,8 +531,11 @@ def _required_checks(report: Mapping[str, Any]) -> list[str]:
         required.append(RUNTIME_CHECK_IDS[0])
         if report["verdict"] != FAIL:
             required += RUNTIME_CHECK_IDS[1:]
-            if not any(c["id"] == "nf4" or c["id"].startswith("nf4.") for c in report["checks"]):
-                required.append("nf4")
+            for check_id in ("nf4", "model"):
+                if check_id == "model" and report["request"].get("model", "off") == "off":
+                    continue
+                if not any(c["id"] == check_id or c["id"].startswith(check_id + ".") for c in report["checks"]):
+                    required.append(check_id)
     return required
 
 

@@ -9,10 +9,12 @@ import platform
 import pytest
 from packaging import tags
 
+from roles import pins
 from roles.venv.model import (
     HostPython,
     VenvPlan,
     VenvState,
+    model_check_requirements,
     plan_venv,
     requirement_met,
     unmet,
@@ -78,3 +80,10 @@ def test_a_venv_of_another_account_or_with_its_files_is_replaced_never_chowned()
         "replace", "/v/lib/python3.11/site-packages/x.py in the venv does not belong to alice (an interrupted run as "
                    "another account?): replacing the venv")
     assert plan_venv("/v", VenvState("3.11.2", "alice"), host, "alice").action is None
+
+
+def test_the_model_check_adds_transformers_and_accelerate_at_their_pins_unless_it_is_off():
+    assert model_check_requirements("off") == ()
+    for verify_model in ("synthetic", "/srv/models/llama-13b"):
+        assert model_check_requirements(verify_model) == (
+            f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}")

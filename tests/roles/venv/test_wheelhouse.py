@@ -130,6 +130,27 @@ def test_real_wheelhouse_for_debian12():
 
 
 @pytest.mark.slow
+def test_real_wheelhouse_with_the_model_check_holds_transformers_and_its_dependencies_hashed():
+    """verify_model synthetic (the default): Transformers and accelerate at their pins, and what they need, join the
+    set — for the host's Python, each wheel in requirements.txt with its sha256, like torch and bitsandbytes."""
+    from roles import pins
+    from roles.venv.model import model_check_requirements
+    from tests.support.venvs import REPO
+
+    # Its own directory: the local fleet's set (verify_model off) keeps its recipe, so neither downloads the other's.
+    others = [*OTHERS, *model_check_requirements("synthetic")]
+    base = REPO / ".cache" / "wheelhouse-model-check"
+    directory = prepare_wheelhouse(base, DEBIAN12, TORCH_SPEC, TORCH_INDEX, others)
+    wheels = {str(parse_wheel_filename(path.name)[0]): str(parse_wheel_filename(path.name)[1])
+              for path in directory.glob("*.whl")}
+    assert wheels["transformers"] == pins.TRANSFORMERS_VERSION and wheels["accelerate"] == pins.ACCELERATE_VERSION
+    assert {"huggingface-hub", "tokenizers", "safetensors", "torch", "bitsandbytes"} <= set(wheels)
+    required = {line.split("==")[0]: line for line in (directory / REQUIREMENTS).read_text().splitlines()}
+    assert set(required) == set(wheels)
+    assert all(" --hash=sha256:" in line for line in required.values())
+
+
+@pytest.mark.slow
 def test_pip_installs_the_set_in_hash_checking_mode_and_refuses_a_changed_wheel(tmp_path):
     """The command the venv stage runs on a host (roles/venv/operations.py), against the real set: pip installs every
     wheel with --require-hashes; a wheel changed after its download is refused."""

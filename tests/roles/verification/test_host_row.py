@@ -12,9 +12,9 @@ import pytest
 from roles.verification.host_row import COLUMNS, NOT_VERIFIED, VERIFIED, HostOutcome, Later, row_for
 from roles.verification.summary import render_markdown
 from tests.support.fleet_reports import STRAY, report_of
-from tests.support.report_samples import FACTS, edited, sample, sample_report
+from tests.support.report_samples import FACTS, RUNTIME, STATIC, edited, sample, sample_report
 from roles.verification.summary_html import render_html
-from verify.report.report import BootCheckFacts, KernelFacts, Report, StraysFacts
+from verify.report.report import BootCheckFacts, CheckResult, KernelFacts, ModelRun, Report, StraysFacts
 
 
 def _hook(kind: str) -> Later:
@@ -113,3 +113,26 @@ def test_the_kernel_cell_says_what_boots_next_and_a_failed_boot_check():
     passed = kernel_cell(boot_check=replace(boot, verdict="pass", reason="all 18 checks passed"))
     assert passed.cells[column] == "6.8.0-51-generic" and passed.boot.startswith("boot-time check: PASS in ")
     assert kernel_cell(kernel=None).cells[column] == "not checked"  # a version-1 report
+
+
+def test_the_model_column_says_per_device_how_the_4bit_model_did_and_whether_a_checkpoint_fits():
+    """The 4-bit model column: off when not asked; per GPU the footprint ratio and the logits cosine; for a checkpoint
+    whether it fits each GPU (here a 13B on a 20 GB 7900 XT: in 4-bit, not in fp16, so not compared); a CPU run says
+    it is not a GPU pass; asked but not run (a refusal) says so."""
+    def cell(model: str, runs: tuple[ModelRun, ...], refused: bool = False) -> str:
+        checks = [CheckResult(i, i, "pass", "ok") for i in STATIC + RUNTIME]
+        checks += [CheckResult(f"model.{run.device.replace(':', '')}", "model", run.status, "…") for run in runs]
+        checks += [CheckResult("model", "model", "warn", "model check refused: …")] if refused else []
+        report = sample(checks=checks)
+        report = replace(report, request=replace(report.request, model=model), facts=replace(FACTS, model=runs))
+        return row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("4-bit model") - 1]
+
+    assert cell("off", ()) == "off"
+    assert cell("synthetic", (ModelRun("cuda:0", "pass", 0.3041, 0.9702, 48.2, True),
+                              ModelRun("cuda:1", "pass", 0.3041, 0.9688, 51.0, True))) == \
+        "cuda:0 0.304, cos 0.970; cuda:1 0.304, cos 0.969"
+    assert cell("/srv/models/llama-13b", (ModelRun("cuda:0", "warn", 0.2712, None, 21.0, True, True, False),)) == \
+        "cuda:0 0.271, not compared, fits 4-bit, not fp16 ⚠"
+    assert cell("synthetic", (ModelRun("cpu", "fail", 0.98, 0.999, 3.1, False),)) == \
+        "cpu 0.980, cos 0.999 ✗ (CPU, not a GPU pass)"
+    assert cell("synthetic", (), refused=True) == "WARN: not run"

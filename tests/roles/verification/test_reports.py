@@ -111,7 +111,7 @@ NOT_PROVEN = {
                     "not one JSON report (Extra data"),
     "another kind": (output(edited(PASSING, lambda r: r.update(kind="rocm-fleet.apt-hook-result")), 0),
                      "kind: 'rocm-fleet.apt-hook-result' is not 'rocm-fleet.verify-report'"),
-    "a newer schema": (output(edited(PASSING, lambda r: r.update(schema_version=3)), 0), "schema_version: 3 is not 2"),
+    "a newer schema": (output(edited(PASSING, lambda r: r.update(schema_version=4)), 0), "schema_version: 4 is not 3"),
     "a report without the probe account": (output(edited(PASSING, lambda r: r["facts"].pop("probe_account")), 0),
                                            "facts: 'probe_account' is missing"),
 }

@@ -167,14 +167,29 @@ def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_fil
     assert judge_report(report).trustworthy
 
 
-@pytest.mark.parametrize("argument", ["nan", "inf", "-inf", "1e300", "0", "-5", "soon"])
-def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_one_line_and_exit_2(tmp_path, argument):
-    """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess."""
-    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"--timeout={argument}")
+SECONDS = "is not a number of seconds above 0 up to 86400"
+MODEL = "is not off, synthetic or the absolute path of a checkpoint directory on this host (e.g. /srv/models/llama-13b)"
+
+
+@pytest.mark.parametrize("option, argument, words", [
+    *(("--timeout", argument, SECONDS) for argument in ("nan", "inf", "-inf", "1e300", "0", "-5", "soon")),
+    ("--model-timeout", "0", SECONDS),
+    *(("--model", argument, MODEL) for argument in ("models/llama-13b", "Synthetic", "/srv/models/../llama", "", "on")),
+])
+def test_a_bad_timeout_or_model_is_one_line_and_exit_2(tmp_path, option, argument, words):
+    """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess. --model: off, synthetic or a path."""
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"{option}={argument}")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"python -m verify check: argument --timeout: {argument!r} is not a number of seconds above 0 up to 86400 "
-        "(see python -m verify check --help)"]
+        f"python -m verify check: argument {option}: {argument!r} {words} (see python -m verify check --help)"]
+
+
+def test_a_model_path_that_is_no_directory_here_is_one_line_and_exit_2(tmp_path):
+    missing = tmp_path / "no-such-model"
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--model", str(missing))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"verify check: --model {missing}: no such directory on this host — give a checkpoint directory"]
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):

@@ -20,6 +20,7 @@ from verify.report.report import (
     WARN,
     CheckResult,
     Gpu,
+    ModelRun,
     Nf4Run,
     Report,
     ReportError,
@@ -67,12 +68,16 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
     jsonschema.validate(report, schema)
     assert report["checks"][0]["evidence"] == {"paths": ["a", "b"]}
     for mutate in (
-        lambda r: r.update(schema_version=3),
-        lambda r: r.update(schema_version=1),  # a new report is version 2: its new facts are required
+        lambda r: r.update(schema_version=4),
+        lambda r: r.update(schema_version=2),  # a new report is version 3: its new facts are required
         lambda r: r["facts"].pop("kernel"),
         lambda r: r["facts"].update(boot_check={"boot_id": "x"}),
         lambda r: r["facts"].pop("probe_account"),  # version 2 says who ran the venv's code
         lambda r: r["facts"].update(probe_account={"user": "alice"}),
+        lambda r: r["facts"].pop("model"),  # version 3: the model check's runs (empty when it did not run)
+        lambda r: r["facts"].update(model=[{"device": "cuda:0", "status": "pass"}]),
+        lambda r: r["request"].pop("model"),
+        lambda r: r["request"].update(model="models/llama"),
         lambda r: r["checks"][0].update(status="ok"),
         lambda r: r["checks"][0].update(reason="two\nlines"),
         lambda r: r.update(checks=[]),
@@ -89,7 +94,8 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
     full = replace(FACTS, gpus=(Gpu(0, "AMD Radeon RX 7900 XT", "gfx1100", True),),
                    linkage=StatusLine(FAIL, "libhipblas.so.3 not found", "libhipblas.so.3 not found"),
                    strays=StraysFacts(1, ("librocm-smi64-1",), ("librocm-smi64-1",)),
-                   nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),))
+                   nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),),
+                   model=(ModelRun("cuda:0", WARN, 0.2712, None, 31.5, True, True, False),))
     built = replace(sample(checks=[CheckResult("linkage.static", "static linkage", FAIL, "not found",
                                               {"missing": ["libhipblas.so.3 (needed by …) not found"]})]),
                     facts=full)
@@ -99,12 +105,14 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
     assert read == built and read.to_json() == document
     assert read.facts.gpus[0].arch == "gfx1100" and read.facts.strays.binding_risk == ("librocm-smi64-1",)
     assert read.facts.probe_account.groups == ("alice", "render", "video")
+    assert read.facts.model[0].fits_4bit is True and read.facts.model[0].logits_cosine is None
     assert read.failed and not read.passed and read.check("linkage.static").line == "FAIL linkage.static: not found"
 
 
 @pytest.mark.parametrize("mutate, why", [
     (lambda r: r.update(kind="other"), "not a rocm-fleet report"),
-    (lambda r: r.update(schema_version=3), "schema_version 3 is not one this checkout reads (1, 2)"),
+    (lambda r: r.update(schema_version=4), "schema_version 4 is not one this checkout reads (1, 2, 3)"),
+    (lambda r: r["facts"].update(model=[{"device": "cuda:0"}]), "facts.model[] has no 'status'"),
     (lambda r: r["facts"].update(kernel={"running": "6.8.0-51-generic"}), "facts.kernel has no 'next_boot'"),
     (lambda r: r["checks"][0].update(status="ok"), "status 'ok' is not one of"),
     (lambda r: r.update(checks=[]), "the report has no checks"),
@@ -159,6 +167,17 @@ def test_a_pass_needs_every_check_the_verifier_runs():
         judged = judge_report(sample_report({missing: None}))
         assert not judged.passed
         assert judged.problem == f"the report lacks check(s) {missing} that the verifier always runs"
+
+
+def test_a_pass_with_the_model_check_asked_for_needs_one():
+    """request.model synthetic or PATH: a passing report has a model check ("model" or "model.<device>"); with
+    model off (and in reports from before schema 3, which have no request.model) none is needed."""
+    asked = edited(sample_report(), lambda r: r["request"].update(model="synthetic"))
+    assert judge_report(asked).problem == "the report lacks check(s) model that the verifier always runs"
+    with_run = edited(asked, lambda r: r["checks"].append(
+        {"id": "model.cuda0", "title": "4-bit model", "status": "pass", "reason": "ok", "evidence": {}}))
+    assert judge_report(with_run).passed
+    assert judge_report(sample_report()).passed  # model off
 
 
 def test_the_exit_status_is_checked_only_where_there_was_a_process():
