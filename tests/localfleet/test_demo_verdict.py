@@ -16,10 +16,13 @@ from localfleet.demo_verdict import judge_demo, judge_host
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, check_by_id, run_check_root, torch_cpu_venv
 
+DEMO_HOST = ("--device", "cpu", "--no-gpu-required")
+
 
 @pytest.fixture(scope="module")
 def no_rocm() -> dict:
-    report, done = cached_check(torch_cpu_venv(), "--device", "cpu")
+    # As the demo's hosts are asked (localfleet/inventory.py: gpu_required False): no amdgpu here either.
+    report, done = cached_check(torch_cpu_venv(), *DEMO_HOST)
     assert report is not None, done.stderr
     return report
 
@@ -48,7 +51,7 @@ def test_pyinfra_exiting_other_than_1_is_a_surprise(no_rocm, code, words):
 
 
 def test_another_failing_check_is_a_surprise():
-    broken, _ = cached_check(torch_cpu_venv(), "--device", "cpu", standin="broken_nf4_quantizer")
+    broken, _ = cached_check(torch_cpu_venv(), *DEMO_HOST, standin="broken_nf4_quantizer")
     [surprise] = judge_host("ws1", broken).surprises
     assert surprise.startswith("nf4.cpu failed: NF4 on cpu: round-trip mean |err| 0.0000")
 
