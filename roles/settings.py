@@ -138,6 +138,24 @@ def optional_absolute_path(value: Any) -> str | None:
     return None if value is None else absolute_path(value)
 
 
+def optional_url(value: Any) -> str | None:
+    return None if value is None else url(value)
+
+
+def optional_listen_address(value: Any) -> str | None:
+    if value is None:
+        return None
+    from roles.venv.wheelhouse_pull import split_address
+
+    text = _string(value, "127.0.0.1:8765")
+    try:
+        split_address(text)
+    except ValueError:
+        raise _Invalid(f"got {text!r}, expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or "
+                       "'[::1]:8765' (a port from 1 to 65535), or None") from None
+    return text
+
+
 def pip_requirement(value: Any) -> str:
     text = _string(value, pins.TORCH_SPEC)
     try:
@@ -233,6 +251,15 @@ SCHEMA: tuple[Key, ...] = (
     Key("wheelhouse", "absolute path \\| None", None, optional_absolute_path,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
                 "`--no-index`; None: the host's pip uses the indexes"),
+    Key("wheelhouse_url", "URL \\| None", None, optional_url,
+        meaning="pull mode: the hosts download the wheelhouse from this HTTP(S) server (it serves a copy of the "
+                "`wheelhouse` directory: `URL/<set>/` lists the wheels; or it is the controller's own, "
+                "`wheelhouse_serve`) and install each wheel only with the sha256 the controller computed; None: "
+                "the controller uploads the wheelhouse to every host"),
+    Key("wheelhouse_serve", "ADDRESS:PORT \\| None", None, optional_listen_address,
+        meaning="pull mode from the controller: it serves `wheelhouse` over HTTP at this address while the run "
+                "installs (started when the first host needs it, stopped at the end); hosts use "
+                "`http://ADDRESS:PORT` unless `wheelhouse_url` names the controller as they reach it"),
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
@@ -270,6 +297,8 @@ class HostSettings:
     torch_label: str | None
     bitsandbytes_version: str
     wheelhouse: str | None
+    wheelhouse_url: str | None
+    wheelhouse_serve: str | None
     stray_policy: str
     dpkg_lock_timeout: int
     apt_hook: bool
@@ -316,6 +345,7 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
                 f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
                 f"number is {wanted!r}: set both together",
             ))
+    problems.extend(_pull_problems(host, values, source_of))
     for name in sorted(data):
         if name in KEYS or name in foreign or name.startswith("_"):
             continue
@@ -325,6 +355,26 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
     if problems:
         return None, tuple(problems)
     return HostSettings(host=host, **values), ()
+
+
+def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str], str]) -> list[Problem]:
+    """Pull mode needs the controller's wheelhouse (its hashes), and a server address the hosts can reach."""
+    problems = []
+    for key in ("wheelhouse_url", "wheelhouse_serve"):
+        if values.get(key) is not None and "wheelhouse" in values and values["wheelhouse"] is None:
+            problems.append(Problem(host, key, source_of(key),
+                                    f"{values[key]!r} needs `wheelhouse` (the controller's directory, whose sha256 "
+                                    "the hosts install with): set wheelhouse too, or set this to None"))
+    serve = values.get("wheelhouse_serve")
+    if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
+        from roles.venv.wheelhouse_pull import split_address
+
+        if split_address(serve)[0] in ("0.0.0.0", "::", ""):
+            problems.append(Problem(host, "wheelhouse_serve", source_of("wheelhouse_serve"),
+                                    f"{serve!r} listens on every address, which no host can connect to: set "
+                                    "wheelhouse_url to the controller as the hosts reach it (e.g. "
+                                    "'http://controller.lab:8765'), or serve on that address"))
+    return problems
 
 
 # --- pyinfra glue ----------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from roles.apt_commands import apt_get
 from roles.debian_facts import PackageVersions
 from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
 from roles.venv.model import describe_installed, plan_venv, unmet
+from roles.venv.wheelhouse_pull import pull_install, serve_command
 
 # --isolated: the owner's pip configuration and PIP_* variables do not choose what this deploy installs (the site-wide
 # /etc/pip.conf, the admin's, still applies); -I: nor do PYTHON* variables or the current directory.
@@ -94,13 +95,16 @@ def venv_directory(path: str, owner: str = "root"):
 
 @operation()
 def venv_packages(path: str, torch_spec: str, other_requirements: list[str], owner: str = "root",
-                  torch_index_url: str | None = None, wheelhouse: str | None = None):
+                  torch_index_url: str | None = None, wheelhouse: str | None = None, pull: str | None = None,
+                  serve: tuple[str, str, int] | None = None):
     """torch (`torch_spec`) and `other_requirements` are installed in the venv at `path`, by pip run as `owner`.
 
     wheelhouse: a directory on the host; pip installs from it alone (`--no-index`) exactly the wheels of its
     requirements.txt, each with the sha256 the controller computed (`--require-hashes`). Otherwise torch comes from
     `torch_index_url` alone (with its dependencies, as PyTorch documents) and the rest from pip's configured index:
     then nothing of ours is hash-checked — pip checks what the index itself states (TLS, and its `#sha256=` links).
+    pull: the wheels come from this URL (`--find-links`), still only with the hashes of the host's requirements.txt;
+    serve: the controller's own server to start first for it (roles/venv/wheelhouse_pull.py).
     """
     requirements = [torch_spec, *other_requirements]
     contents = host.get_fact(VenvContents, path=path, owner=owner)
@@ -110,6 +114,11 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
         host.noop(f"installed: {describe_installed(requirements, installed)}")
         return
     python = shlex.quote(f"{path}/bin/python")
+    if wheelhouse is not None and pull is not None:
+        if serve is not None:
+            yield serve_command(serve)
+        yield as_owner(owner, pull_install(f"{python} {PIP}", pull, posixpath.join(wheelhouse, REQUIREMENTS)))
+        return
     if wheelhouse is not None:
         listed = shlex.quote(posixpath.join(wheelhouse, REQUIREMENTS))
         yield as_owner(owner, f"{python} {PIP} --no-index --find-links {shlex.quote(wheelhouse)} --require-hashes "
