@@ -12,6 +12,7 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.api import deploy
 
+from roles import run_reads
 from roles.settings import settings_for
 from roles.stage_control import host_is_stopped, note, stop
 from roles.uploads import Upload, checked_files
@@ -33,7 +34,7 @@ def python_venv() -> None:
         return
     settings = settings_for(host)
     problem = venv_path_problem(settings.venv_path, settings.venv_owner,
-                                host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+                                run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     if problem:
         stop("venv path others can write", f"{host.name}: {problem}")
         return
@@ -43,7 +44,7 @@ def python_venv() -> None:
     remote_wheelhouse = None
     pull = None
     if settings.wheelhouse is not None:
-        target = host.get_fact(HostPython3)
+        target = run_reads.read(HostPython3, across_execution=True)
         if target is None:
             stop("no python3", f"{host.name}: python3 is not installed, and the wheelhouse is built for the host's "
                                "Python version — install python3-venv (apt-get install python3-venv) and deploy again")

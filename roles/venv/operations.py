@@ -15,6 +15,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.apt_commands import apt_get
 from roles.debian_facts import PackageVersions
 from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
@@ -66,9 +67,13 @@ def _in_checked_parent(parent: str, resolved: str, owner: str, command: str) -> 
 def venv_directory(path: str, owner: str = "root"):
     """A working venv at `path`, made by the host's python3 as `owner`, everything in it `owner`'s."""
     contents = host.get_fact(VenvContents, path=path, owner=owner)
-    plan = plan_venv(path, contents, host.get_fact(HostPython3), owner)
+    # The venv stage read the host's python3 while planning; installing python3-venv since cannot change its minor
+    # version (all plan_venv compares), but it does install a python3 that was missing then: ask again for None.
+    host_python = run_reads.read(HostPython3, across_execution=True) or host.get_fact(HostPython3)
+    plan = plan_venv(path, contents, host_python, owner)
     if plan.action is None:
         host.noop(plan.reason)
+        run_reads.keep(VenvContents, contents, path=path, owner=owner)  # unchanged: venv_packages reads this
         return
     access = host.get_fact(VenvPathAccess, path=path, owner=owner)
     parent, name = posixpath.split(path)
@@ -107,7 +112,7 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
     serve: the controller's own server to start first for it (roles/venv/wheelhouse_pull.py).
     """
     requirements = [torch_spec, *other_requirements]
-    contents = host.get_fact(VenvContents, path=path, owner=owner)
+    contents = run_reads.take(VenvContents, path=path, owner=owner)
     installed = contents.packages if contents is not None else {}
     missing = unmet(requirements, installed)
     if not missing:
