@@ -43,10 +43,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from localfleet.inventory import GROUP, render_inventory  # noqa: E402
+from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E402
 
-PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
-ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"}
 VENV = "/opt/rocm-fleet/venv"
 HOST_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 STATUS_TASK = REPO / "tasks" / "status.py"
@@ -83,16 +81,6 @@ def run_pyinfra(argv: list[str], probe_path: Path | None = None) -> Run:
     process.returncode = os.waitstatus_to_exitcode(status)
     probe = json.loads(probe_path.read_text()) if probe_path is not None and probe_path.is_file() else None
     return Run(wall, usage.ru_utime + usage.ru_stime, started, process.returncode, probe)
-
-
-def sub_inventory(fleet, n: int, directory: Path, reports: Path) -> Path:
-    """An inventory of the fleet's first n hosts (the fleet's own data, reports to a scratch directory)."""
-    import runpy
-
-    hosts, group = runpy.run_path(str(fleet.inventory))[GROUP]
-    path = directory / f"inventory_{n}.py"
-    path.write_text(render_inventory(f"{fleet.name}-{n}", list(hosts[:n]), {**group, "reports_dir": str(reports)}))
-    return path
 
 
 def replicate_venv(fleet) -> None:
@@ -166,14 +154,15 @@ def main() -> int:
 
     from localfleet import Fleet
 
+    print(f"load average at start: {loads()}", flush=True)
     scratch = Path(tempfile.mkdtemp(prefix="fleet-scale-"))
     reports = scratch / "reports"
     probe_path = scratch / "probe.json"
     try:
         with Fleet.up(n=max(sizes), login=args.login) as fleet:
-            inventories = {n: str(sub_inventory(fleet, n, scratch, reports)) for n in sizes}
+            inventories = {n: str(sub_inventory(fleet, n, scratch, reports_dir=str(reports))) for n in sizes}
             print(f"fleet {fleet.name}: {max(sizes)} hosts, login {args.login}; setting up …", flush=True)
-            first = str(sub_inventory(fleet, 1, scratch, reports))
+            first = str(sub_inventory(fleet, 1, scratch, reports_dir=str(reports)))
             setup = run_pyinfra([first, "deploy.py", "-y"])
             print(f"  deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
                   "(1 expected: no ROCm on local hosts)", flush=True)
@@ -187,6 +176,7 @@ def main() -> int:
                 for n in sizes:
                     inventory = inventories[n]
                     r = results[n]
+                    load_before = load()
                     floor = run_pyinfra([inventory, "exec", "-y", "--", "true"])
                     r["floor"].append((floor.wall, floor.cpu))
                     deploy = run_pyinfra([inventory, "bench/run_probe.py", "deploy.py", "-y"], probe_path)
@@ -203,7 +193,8 @@ def main() -> int:
                     r["own1"].append((host_own(fleet.hosts[:1]), 0.0))
                     r["ownN"].append((host_own(fleet.hosts[:n]), 0.0))
                     print(f"  round {round_number} N={n}: floor {floor.wall:.2f} s, deploy {deploy.wall:.2f} s "
-                          f"(provisioning {parts['provisioning'][0]:.2f} s), verify {verify.wall:.2f} s", flush=True)
+                          f"(provisioning {parts['provisioning'][0]:.2f} s), verify {verify.wall:.2f} s; "
+                          f"load {load_before} -> {load()}", flush=True)
 
             if args.profile:
                 n = max(sizes)
@@ -215,6 +206,7 @@ def main() -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
+    print(f"load average at the end: {loads()}")
     report(sizes, results, probes, have_status, args)
     return 0
 
