@@ -1,6 +1,6 @@
 """The whole deploy: every stage in order, each the same task file that runs alone (pyinfra INVENTORY tasks/X.py).
 
-    pyinfra inventory/<fleet>.py deploy.py
+    pyinfra inventory deploy.py          (the fleet that the top-level `inventory` names; or inventories/<fleet>.py)
 
 A host that a stage stops (one line says why) runs nothing after it; the other hosts go on.
 """
@@ -18,6 +18,7 @@ STAGES = (
     "venv",  # 4: the torch + bitsandbytes venv (or from the wheelhouse)
     "strays",  # 5: distro ROCm packages: report or remove
     "apt_hook",  # before verify, which stops a failing host: every provisioned host gets the dpkg-run re-check
+    "boot_check",  # likewise: the once-per-boot re-check (the next kernel takes effect only at the next boot)
     "verify",  # 6: the verifier on the host: linkage, versions, NF4; reports/<host>.json
 )
 

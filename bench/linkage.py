@@ -12,7 +12,7 @@ bitsandbytes 0.50.1, built once by tests/support/venvs.py, 5.5 GB), measures
   (c) `libtree FILE` for each file,
 and prints wall and CPU times (best and median of --rounds), the ratios against (a) and (d), in how many rounds the
 analyser beat libtree, and the analyser's peak memory (the peak resident size of its process, VmHWM, which includes
-the interpreter itself). Targets (issue 2): (a) at least 5x faster than (b), no slower than (c), peak < 100 MB.
+the interpreter itself). Targets: (a) at least 5x faster than (b), no slower than (c), peak < 100 MB.
 
 The rounds are interleaved, so machine load hits every contender alike; caches are warm after the first round for
 all of them. The analyser's process runs as the verifier's own entry points run a command (verify/oneshot.py:
@@ -52,9 +52,9 @@ start = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from verify.oneshot import one_command_process
 with one_command_process():  # as verify.cli.main and the apt hook run every command
-    from verify.elf import ElfError
-    from verify.lddview import ldd_lines
-    from verify.process import Analyser
+    from verify.ld.elf import ElfError
+    from verify.ld.lddview import ldd_lines
+    from verify.ld.process import Analyser
     analyser = Analyser()
     out = []
     for path in sys.argv[2:]:
@@ -71,8 +71,8 @@ with one_command_process():  # as verify.cli.main and the apt hook run every com
 HEAP = r"""
 import sys, tracemalloc
 tracemalloc.start()
-from verify.lddview import ldd_lines
-from verify.process import Analyser
+from verify.ld.lddview import ldd_lines
+from verify.ld.process import Analyser
 analyser = Analyser()
 for path in sys.argv[1:]:
     try:
@@ -175,7 +175,7 @@ def main() -> int:
     size = sum(os.path.getsize(f) for f in files)
     print(f"{len(files)} shared libraries, {size / 2**30:.2f} GiB, under {args.venv}")
 
-    from verify.lddview import parse_ldd_output
+    from verify.api import parse_ldd_output
 
     compileall.compile_dir(str(REPO / "verify"), quiet=1)
     workdir = Path(tempfile.mkdtemp(prefix="bench-linkage-"))

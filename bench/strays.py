@@ -9,7 +9,8 @@ always among them), then times, round after round so machine load hits all alike
   (b) find_strays(T) inside one process (the detection alone);
   (c) `dpkg-query --admindir T/var/lib/dpkg -W` (dpkg's own C parser reading the same file) and
   (d) `python3 -I -c pass` (the interpreter's start alone), as peers.
-Prints best and median, and the ratios against (c) and (d). Target (issue 3 / the apt hook): (a) well under 1 s.
+Prints best and median, and the ratios against (c) and (d). Target (the apt hook runs it after every dpkg run): (a) well
+under 1 s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.strays import find_strays  # noqa: E402
+from verify.api import find_strays  # noqa: E402
 
 ALWAYS = ("dpkg", "slurm-wlm-rsmi-plugin", "slurm-wlm-basic-plugins", "librocm-smi64-1", "librocsparse0",
           "libamdhip64-5", "libhsa-runtime64-1", "libhsakmt1", "libamd-comgr2", "rocminfo", "hipcc")

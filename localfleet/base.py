@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .commands import die_with_parent, last_line, run
+from .commands import last_line, run, run_child
 from .errors import FleetError
 from .layout import Layout
 from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
@@ -147,10 +147,11 @@ def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
     started = time.monotonic()
     try:
         with open(build_log, "w") as out:
-            done = subprocess.run(
+            # Never outlives this call: a debootstrap still writing into the build would defeat its removal below.
+            done = run_child(
                 ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.include)}",
                  "--components=main", f"--cache-dir={layout.debs}", recipe.suite, str(building), recipe.mirror],
-                stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+                stdout=out, stderr=subprocess.STDOUT,
             )
         if done.returncode != 0:
             raise FleetError(

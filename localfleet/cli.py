@@ -8,28 +8,36 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from .errors import FleetError
-from .fleet import MAX_HOSTS, Fleet, FleetInUse, down, list_fleets
-from .interrupts import Interrupted, signals_deferred, unwind_on_signals
+from .fleet import MAX_HOSTS, Fleet, FleetInUse, down, down_if_ours, list_fleets, require_root
+from .interrupts import SIGNALS, Interrupted, raise_if_interrupted, signals_deferred, unwind_on_signals
 from .layout import check_name
 
 log = logging.getLogger("localfleet")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login, persistent=True)
+    require_root()  # before the try: its except looks into the fleets directory
     try:
+        fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login)  # this process's until kept below
         for host in fleet.hosts:
             log.info("  %s  ssh %s", host.name, " ".join(host.ssh_argv()))
-        log.info("fleet %r is up; `python -m localfleet down --name %s` tears it down", fleet.name, fleet.name)
-        print(fleet.inventory)  # stdout: just the inventory path, for scripts: inv=$(python -m localfleet up)
+        raise_if_interrupted()
+        # `up` succeeds here: a signal from now on is too late to undo it, and must not make main say it did
+        # (the process ends in a moment; blocked signals die with it).
+        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        fleet.keep()
     except BaseException:
-        # A signal just after the fleet came up: `up` did not finish, so (as main says) nothing it started stays up.
+        # Failed or interrupted on the way — even just as Fleet.up returned, before `fleet` was set: as main says,
+        # nothing this `up` started stays up (a fleet of that name that belongs to someone else is left alone).
         with signals_deferred():
-            fleet.down()
+            down_if_ours(args.name)
         raise
+    log.info("fleet %r is up; `python -m localfleet down --name %s` tears it down", fleet.name, fleet.name)
+    print(fleet.inventory)  # stdout: just the inventory path, for scripts: inv=$(python -m localfleet up)
     return 0
 
 

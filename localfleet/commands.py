@@ -1,4 +1,5 @@
-"""Run a controller-side command and turn its failure into one FleetError line that says what was being done."""
+"""Run a controller-side command and turn its failure into one FleetError line that says what was being done; the
+command never outlives the call that runs it, nor (die_with_parent) the controller."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 from collections.abc import Sequence
 
 from .errors import FleetError
+from .interrupts import signals_held
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +39,41 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def run_child(argv: Sequence[str], *, input: str | bytes | None = None, capture_output: bool = False,
+              **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, …) to the child's end (no time limit, no check), but no exception — a signal's included —
+    ever leaves the child running: it is killed and reaped before the exception goes on.
+
+    subprocess.run does not promise that: a signal whose handler raises while Popen waits for the child's exec leaves
+    the child running, unknown to anyone (interrupts.signals_held). A helper that is not rooted in a host is invisible
+    to teardown, so it must never outlive the call that started it.
+    """
+    kwargs.setdefault("preexec_fn", die_with_parent)
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    if capture_output:
+        kwargs["stdout"] = kwargs["stderr"] = subprocess.PIPE
+    process = None
+    try:
+        with signals_held():
+            process = subprocess.Popen(list(map(str, argv)), **kwargs)
+        stdout, stderr = process.communicate(input)
+    except BaseException:
+        if process is not None:
+            with signals_held():
+                process.kill()
+                process.wait()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
 def run(argv: Sequence[str], doing: str, fix: str = "", **kwargs) -> subprocess.CompletedProcess:
-    """subprocess.run with captured text output; a non-zero exit raises FleetError naming `doing` and its last line."""
+    """run_child with captured text output; a non-zero exit raises FleetError naming `doing` and its last line."""
     log.debug("running %s", " ".join(map(str, argv)))
     kwargs.setdefault("capture_output", True)
     kwargs.setdefault("text", True)
-    kwargs.setdefault("preexec_fn", die_with_parent)
     try:
-        done = subprocess.run(list(map(str, argv)), **kwargs)
+        done = run_child(argv, **kwargs)
     except FileNotFoundError as error:
         raise FleetError(f"{doing}: {error.filename} is not installed{' — ' + fix if fix else ''}") from None
     if done.returncode != 0:

@@ -24,8 +24,8 @@ from pathlib import Path
 from .commands import die_with_parent
 from .demo_verdict import DemoVerdict, judge_demo
 from .errors import FleetError
-from .fleet import Fleet
-from .interrupts import Interrupted, signals_deferred, unwind_on_signals
+from .fleet import Fleet, down_if_ours
+from .interrupts import Interrupted, raise_if_interrupted, signals_deferred, signals_held, unwind_on_signals
 from .layout import REPO
 
 log = logging.getLogger("localfleet.demo")
@@ -62,11 +62,14 @@ def run_deploy(fleet: Fleet) -> int:
     """The real pyinfra CLI on the whole deploy, its output straight to this terminal; returns pyinfra's exit code."""
     argv = [str(PYINFRA), str(fleet.inventory), "deploy.py", "-y"]
     print(f"\n== Deploying: {' '.join(argv)} ==\n", flush=True)
-    child = subprocess.Popen(argv, cwd=REPO, preexec_fn=die_with_parent)
+    child = None
     try:
+        with signals_held():  # a signal now must not leave pyinfra running unknown to us (interrupts.signals_held)
+            child = subprocess.Popen(argv, cwd=REPO, preexec_fn=die_with_parent)
         return child.wait()
     finally:
-        if child.poll() is None:  # interrupted: pyinfra may not have had the signal (SIGTERM went to us alone)
+        # Interrupted: pyinfra may not have had the signal (SIGTERM went to us alone).
+        if child is not None and child.poll() is None:
             child.terminate()
             try:
                 child.wait(timeout=30)
@@ -76,7 +79,8 @@ def run_deploy(fleet: Fleet) -> int:
 
 
 def read_reports(reports_dir: Path, hosts: list[str]) -> dict[str, dict | None]:
-    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None."""
+    """host -> the report this run wrote for it (an earlier demo's were deleted before the run), or None; judged and
+    read by demo_verdict."""
     found: dict[str, dict | None] = {}
     for host in hosts:
         try:
@@ -107,16 +111,20 @@ def clear_reports(reports_dir: Path, hosts: int) -> None:
 
 def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS) -> int:
     clear_reports(reports_dir, hosts)
+    name = f"demo{os.getpid()}"
     fleet = None
     try:
-        fleet = Fleet.up(n=hosts, login="admin", data={"reports_dir": str(reports_dir)})
+        fleet = Fleet.up(n=hosts, name=name, login="admin", data={"reports_dir": str(reports_dir)})
         pyinfra_exit = run_deploy(fleet)
+        raise_if_interrupted()
         names = [host.name for host in fleet.hosts]
     finally:
-        if fleet is not None:
-            print("\n== Tearing the fleet down ==", flush=True)
-            with signals_deferred():  # a teardown must finish, or mounts and sshd stay behind
+        with signals_deferred():  # a teardown must finish, or mounts and sshd stay behind
+            if fleet is not None:
+                print("\n== Tearing the fleet down ==", flush=True)
                 fleet.down()
+            else:  # failed (Fleet.up tore it down itself), or interrupted just as Fleet.up returned it
+                down_if_ours(name)
     summary = reports_dir / "summary.md"
     print("\n== Fleet summary ({}) ==\n".format(summary), flush=True)
     print(summary.read_text(encoding="utf-8") if summary.is_file() else "(no summary was written)")

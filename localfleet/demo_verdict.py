@@ -10,7 +10,8 @@ exactly these reasons, no other:
 - versions.torch, runtime.torch: torch is not a ROCm build (the CPU stand-in).
 
 Warnings (NF4 ran on the CPU, bitsandbytes loaded its CPU library, strays) are expected too. Anything else is a
-surprise: a host with no report (unreachable, or a stage failed before verification), another failing check (NF4,
+surprise: a host with no report (unreachable, or a stage failed before verification), a report that proves nothing
+(verify/report/report.py `judge_report`, the rule the verification stage applies), another failing check (NF4,
 bitsandbytes' version, the runtime maps), a linkage that fails otherwise — or passes — and pyinfra exiting other
 than 1 (it exits 1 exactly when a host failed, which every host does here by design).
 """
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+from verify.api import FAIL, CheckResult, Report, judge_report
 
 # The check ids of verify/ whose failure is expected on a local test workstation, and why, in words for the output.
 EXPECTED_FAILURES = {
@@ -54,44 +57,49 @@ class DemoVerdict:
         return not self.surprises
 
 
-def _linkage_surprise(check: Mapping[str, Any]) -> str | None:
+def _linkage_surprise(check: CheckResult, report: Report) -> str | None:
     """Why a failed linkage.static is not the expected trap, or None when it is."""
-    evidence = check.get("evidence") or {}
-    not_found = {entry.get("name") for entry in evidence.get("bnb_needed") or ()
-                 if entry.get("outcome") == NOT_FOUND}
+    linkage = report.linkage()
+    if linkage is None:
+        return f"linkage.static failed, but not because {TRAP_LIBRARY} is missing: {check.reason}"
+    not_found = {entry.name for entry in linkage.bnb_needed if entry.outcome == NOT_FOUND}
     if TRAP_LIBRARY not in not_found:
-        return f"linkage.static failed, but not because {TRAP_LIBRARY} is missing: {check.get('reason')}"
+        return f"linkage.static failed, but not because {TRAP_LIBRARY} is missing: {check.reason}"
     others = sorted(not_found - SYSTEM_ROCM_NEEDED)
     if others:
         return f"linkage.static: libbitsandbytes_rocm72.so also misses {', '.join(others)}, which no ROCm provides"
-    if len(evidence.get("missing") or ()) != len(not_found):
-        return f"linkage.static: more libraries are missing than bitsandbytes' ROCm ones: {evidence.get('missing')}"
-    if evidence.get("findings"):
-        return f"linkage.static: {'; '.join(map(str, evidence['findings']))}"
+    if len(linkage.missing) != len(not_found):
+        return f"linkage.static: more libraries are missing than bitsandbytes' ROCm ones: {list(linkage.missing)}"
+    if linkage.findings:
+        return f"linkage.static: {'; '.join(linkage.findings)}"
     return None
 
 
-def judge_host(host: str, report: Mapping[str, Any] | None) -> HostVerdict:
-    if report is None:
+def judge_host(host: str, document: Mapping[str, Any] | None) -> HostVerdict:
+    """`document`: the host's reports/<host>.json as read (None: there is none)."""
+    if document is None:
         return HostVerdict(host, ("no verification report: the host was unreachable or a stage failed before "
                                   "verification (the summary says which)",))
+    judged = judge_report(document)
+    if not judged.trustworthy:
+        return HostVerdict(host, (f"the report proves nothing: {judged.problem}",))
+    report = Report.from_json(document)  # schema-valid: the judgement above says so
     surprises = []
-    checks = {check.get("id"): check for check in report.get("checks") or ()}
-    for check_id, check in checks.items():
-        if check.get("status") != "fail":
+    for check in report.checks:
+        if check.status != FAIL:
             continue
-        if check_id not in EXPECTED_FAILURES:
-            surprises.append(f"{check_id} failed: {check.get('reason')}")
-        elif check_id == "linkage.static":
-            why = _linkage_surprise(check)
+        if check.id not in EXPECTED_FAILURES:
+            surprises.append(f"{check.id} failed: {check.reason}")
+        elif check.id == "linkage.static":
+            why = _linkage_surprise(check, report)
             if why:
                 surprises.append(why)
-    linkage = checks.get("linkage.static")
+    linkage = report.check("linkage.static")
     if linkage is None:
         surprises.append("the report has no linkage.static check")
-    elif linkage.get("status") != "fail":
-        surprises.append(f"linkage.static is {str(linkage.get('status')).upper()} — this host has a system ROCm "
-                         f"(or something serving {TRAP_LIBRARY}): {linkage.get('reason')}")
+    elif linkage.status != FAIL:
+        surprises.append(f"linkage.static is {linkage.status.upper()} — this host has a system ROCm "
+                         f"(or something serving {TRAP_LIBRARY}): {linkage.reason}")
     return HostVerdict(host, tuple(surprises))
 
 

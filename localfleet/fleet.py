@@ -5,7 +5,8 @@
         fleet.host("ws2").stop_sshd()
 
 A fleet brought up by a process that dies without tearing it down is found and removed by the next `Fleet.up`
-(any name) or `down`; one from `python -m localfleet up` (persistent=True) stays until `python -m localfleet down`.
+(any name) or `down`; one handed over with keep() (what `python -m localfleet up` does) stays until
+`python -m localfleet down`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .commands import run
 from .errors import FleetError
 from .host import FleetHost
 from .hostroot import mount_kernel_filesystems, personalize
+from .interrupts import raise_if_interrupted
 from .inventory import fleet_group_data, host_entry, render_inventory
 from .layout import Layout, check_name
 from .ports import LOOPBACK, free_port, is_listening
@@ -101,14 +103,15 @@ class Fleet:
     # --- bring up ---------------------------------------------------------------------------------------------------
     @classmethod
     def up(cls, n: int = 3, name: str | None = None, *, ports: Sequence[int] | None = None, login: str = "root",
-           data: dict | None = None, cache: Path | str | None = None, persistent: bool = False) -> Fleet:
-        """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind.
+           data: dict | None = None, cache: Path | str | None = None) -> Fleet:
+        """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind
+        (a signal that lands as it returns: see down_if_ours).
 
         name: default a unique one; an existing fleet of that name whose owner is gone is torn down first.
         ports: one per host (default: free ports picked, retried if taken meanwhile); a taken one is an error.
         login: "root", or "admin" (a sudo account; the inventory then sets `_sudo: True`, as real fleets do).
         data: group data merged over the test-fleet defaults (e.g. {"reports_dir": "/tmp/r"}).
-        persistent: the fleet outlives this process (the CLI); otherwise it belongs to this process.
+        The fleet belongs to this process (torn down by the next up/down once it has gone) until keep() hands it over.
         """
         require_root()
         if not 1 <= n <= MAX_HOSTS:
@@ -128,13 +131,15 @@ class Fleet:
                 _teardown(layout, fleet_dir)
             base = ensure_base(layout)
             started = time.monotonic()
-            fleet_dir.mkdir(parents=True)
-            state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
-            save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
-            fleet = cls(layout, state)
-            try:
-                fleet._bring_up(n, ports, data or {}, persistent)
-                # Inside the try: a signal that lands here still tears the fleet down (the caller never gets it).
+            try:  # from the first directory on: whatever ends this early leaves nothing behind
+                fleet_dir.mkdir(parents=True)
+                state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
+                save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
+                fleet = cls(layout, state)
+                fleet._bring_up(n, ports, data or {})
+                raise_if_interrupted()
+                # Inside the try: a signal that lands here still tears the fleet down. One that lands after it, while
+                # this returns, reaches the caller without the fleet: that caller tears it down with down_if_ours.
                 log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
                          fleet.inventory)
             except BaseException:
@@ -144,13 +149,14 @@ class Fleet:
                 raise
             return fleet
 
-    def _bring_up(self, n: int, ports: Sequence[int] | None, data: dict, persistent: bool) -> None:
+    def _bring_up(self, n: int, ports: Sequence[int] | None, data: dict) -> None:
         ssh_dir = self.directory / "ssh"
         ssh_dir.mkdir(mode=0o700)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"localfleet-{self.name}", "-f", self.client_key],
             f"generating the client key of fleet {self.name}", fix="apt-get install openssh-client")
         client_public_key = self.client_key.with_name(self.client_key.name + ".pub").read_text()
         for index in range(1, n + 1):
+            raise_if_interrupted()
             name = f"ws{index}"
             root = self.directory / "hosts" / name / "root"
             root.parent.mkdir(parents=True)
@@ -161,8 +167,6 @@ class Fleet:
             self._save(self._state.with_host(HostState(name, port, str(root), host_key, ident)))
             log.info("fleet %r: %s listens on %s:%d", self.name, name, LOOPBACK, port)
         self._write_inventory(data)
-        if persistent:
-            self._save(replace(self._state, owner=None))
 
     def _start_first_sshd(self, root: Path, name: str, port: int | None) -> tuple[int, ProcessId]:
         for attempt in range(1 if port else PORT_ATTEMPTS):
@@ -244,6 +248,13 @@ class Fleet:
         save_state(self.directory, state)
         self.known_hosts.write_text("".join(f"[{LOOPBACK}]:{h.port} {h.host_public_key}\n" for h in state.hosts))
 
+    def keep(self) -> None:
+        """Hand the fleet over: it no longer belongs to this process, and stays until `python -m localfleet down`."""
+        with _fleet_lock(self.layout, self.name):
+            if load_state(self.directory) is None:
+                raise FleetError(f"fleet {self.name!r} is gone (torn down meanwhile): nothing to keep")
+            self._save(replace(self._state, owner=None))
+
     # --- tear down ---------------------------------------------------------------------------------------------------
     def down(self) -> None:
         """Stop every process in the hosts, unmount everything, delete the fleet's files (the base stays cached)."""
@@ -273,6 +284,29 @@ def down(name: str = "default", cache: Path | str | None = None, force: bool = F
             return False
         if not force:
             _refuse_if_owned_elsewhere(name, load_state(fleet_dir), "leave it, or use --force to take it down now")
+        _teardown(layout, fleet_dir)
+        _drop_fleet_lock(layout, name)
+        return True
+
+
+def down_if_ours(name: str, cache: Path | str | None = None) -> bool:
+    """Tear down fleet `name` if it belongs to this process (brought up by it and not handed over with keep()).
+
+    For a command interrupted while bringing a fleet up — even just as Fleet.up returned it, before the command held
+    it: a fleet of that name that belongs to another process, or to none (kept), is left alone. False when nothing
+    was torn down.
+    """
+    layout = Layout.default(cache)
+    if not os.path.isdir(layout.fleet_dir(name)):  # (nothing to take a lock for, and no lock file to leave)
+        return False
+    with _fleet_lock(layout, name):
+        fleet_dir = layout.fleet_dir(name)
+        if not fleet_dir.exists():  # torn down while we waited for the lock
+            _drop_fleet_lock(layout, name)
+            return False
+        state = load_state(fleet_dir)
+        if state is None or state.owner is None or state.owner != ProcessId.of(os.getpid()):
+            return False
         _teardown(layout, fleet_dir)
         _drop_fleet_lock(layout, name)
         return True

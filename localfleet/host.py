@@ -4,10 +4,8 @@ packages, hold its dpkg lock, stop and start its sshd, ssh into it."""
 from __future__ import annotations
 
 import logging
-import select
 import shlex
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .commands import last_line
 from .errors import FleetError
+from .interrupts import signals_held
 from .ports import LOOPBACK, is_listening
 from .procs import stop_processes
 from .sshd import start_sshd, stop_sshd
@@ -30,14 +29,14 @@ HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 _ENTER = 'hostname "$1" && root="$2" && shift 2 && exec chroot "$root" "$@"'
 
 # Runs inside the host with its python3: takes the locks the way apt and dpkg do (fcntl write locks on the whole file,
-# lock-frontend first), says so, and keeps them until it is stopped or `seconds` have passed.
+# lock-frontend first), says so, and keeps them until it is stopped (or the seconds given, if any, have passed).
 _HOLD_DPKG_LOCK = """\
-import fcntl, os, sys, time
+import fcntl, os, signal, sys, time
 for path in ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock"):
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 print("locked", flush=True)
-time.sleep(float(sys.argv[1]))
+time.sleep(float(sys.argv[1])) if sys.argv[1:] else signal.pause()
 """
 
 
@@ -77,16 +76,27 @@ class FleetHost:
         options = ["-o", f"DPkg::Lock::Timeout={lock_timeout_s}"] + ([] if recommends else ["--no-install-recommends"])
         return self.run(["apt-get", "install", "-y", "-q", *options, *packages])
 
-    def hold_dpkg_lock(self, seconds: float = 600) -> DpkgLockHolder:
+    def hold_dpkg_lock(self, seconds: float | None = None) -> DpkgLockHolder:
         """Hold /var/lib/dpkg/lock-frontend and /var/lib/dpkg/lock in the host, as a running apt would.
 
-        Returns once the locks are held; release() (or leaving the `with` block, or `seconds` passing) lets them go.
+        Returns once the locks are held; release() (or leaving the `with` block, the fleet's teardown, or — only if
+        given — `seconds` passing) lets them go.
         """
-        process = subprocess.Popen(self.command(["python3", "-c", _HOLD_DPKG_LOCK, str(seconds)]),
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, env=HOST_ENV)
-        ready, _, _ = select.select([process.stdout], [], [], 30)
-        line = process.stdout.readline() if ready else ""
+        limit = [] if seconds is None else [str(seconds)]
+        process = None
+        try:
+            with signals_held():
+                process = subprocess.Popen(self.command(["python3", "-c", _HOLD_DPKG_LOCK, *limit]),
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           text=True, env=HOST_ENV)
+            # "locked" once it holds them, or end of file: it could not take them and exited.
+            line = process.stdout.readline()
+        except BaseException:
+            if process is not None:
+                with signals_held():
+                    stop_processes([process.pid])
+                    process.wait()
+            raise
         if line.strip() != "locked":
             stop_processes([process.pid])
             process.wait()
@@ -103,9 +113,11 @@ class FleetHost:
         """Stop the host's sshd (the "unreachable host" case): new connections to its port are refused."""
         stop_sshd(self.fleet.host_state(self.name).sshd)
         self.fleet.record_sshd(self.name, None)
-        deadline = time.monotonic() + 5
-        while is_listening(self.port) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # stop_sshd returns once sshd has exited, and the kernel closes a process's sockets before it becomes a
+        # zombie: a port that still accepts connections now belongs to another program.
+        if is_listening(self.port):
+            raise FleetError(f"{self.name}: port {self.port} still accepts connections after its sshd stopped — "
+                             f"another program listens there (`ss -ltnp 'sport = {self.port}'`)")
 
     def start_sshd(self) -> None:
         """Start the host's sshd again, on the same port (so the inventory stays right)."""
@@ -119,10 +131,11 @@ class FleetHost:
         """OpenSSH client argv for this host, with the fleet's key and known_hosts (strict), no user config."""
         return ["ssh", "-F", "/dev/null", "-i", str(self.fleet.client_key), "-p", str(self.port),
                 "-o", f"UserKnownHostsFile={self.fleet.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", f"{user or self.fleet.login}@{LOOPBACK}"]
+                "-o", "BatchMode=yes", f"{user or self.fleet.login}@{LOOPBACK}"]
 
     def ssh(self, argv: Sequence[str], *, check: bool = True, user: str | None = None,
-            timeout: float | None = 60) -> subprocess.CompletedProcess:
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+        """`argv` over SSH (no time limit unless given: on a loaded machine sshd may take seconds to answer)."""
         done = subprocess.run([*self.ssh_argv(user), "--", shlex.join(argv)], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)
         if check and done.returncode != 0:

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import FleetError
+
 log = logging.getLogger(__name__)
 
 
@@ -90,8 +92,18 @@ def _reap_if_child(pid: int) -> None:
         pass
 
 
+# A hang guard, not a budget: a SIGKILLed process is gone as soon as its current system call returns, however loaded
+# the machine; only one stuck in the kernel (a hung disk or NFS server) can take this long.
+KILL_CAP_S = 600.0
+
+
 def stop_processes(pids: list[int], grace_s: float = 3.0) -> list[int]:
-    """SIGTERM, wait up to grace_s, then SIGKILL what is left. Returns the pids still running at the end (normally none)."""
+    """SIGTERM; what has not exited after grace_s gets SIGKILL, and is waited for until it is gone.
+
+    grace_s is only how long a process may take to exit on its own before it is killed (on a loaded machine it may
+    be killed rather than exit): the call returns when every process has gone either way. Returns the pids still
+    running at the end: none, unless one is stuck in the kernel (KILL_CAP_S).
+    """
     if not pids:
         return []
     started = {pid: start_time(pid) for pid in pids}
@@ -111,18 +123,24 @@ def stop_processes(pids: list[int], grace_s: float = 3.0) -> list[int]:
         log.info("SIGKILL for %s (still running %.0f s after SIGTERM)", left, grace_s)
         for pid in left:
             _signal(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while remaining() and time.monotonic() < deadline:
+        give_up = time.monotonic() + KILL_CAP_S
+        while remaining() and time.monotonic() < give_up:
             time.sleep(0.05)
     return remaining()
 
 
 def stop_processes_rooted_under(directory: Path, grace_s: float = 3.0) -> list[int]:
-    """Stop every process whose root is inside `directory`; repeats the scan, since a dying sshd may still fork."""
+    """Stop every process whose root is inside `directory`; repeats the scan, since a dying sshd may still fork.
+    Raises FleetError for a process still there KILL_CAP_S after SIGKILL (stuck in the kernel: waiting again, as
+    the callers' retries would, cannot help)."""
     for _ in range(5):
         pids = processes_rooted_under(directory)
         if not pids:
             return []
         log.debug("stopping %d process(es) rooted under %s: %s", len(pids), directory, pids)
-        stop_processes(pids, grace_s)
+        stuck = stop_processes(pids, grace_s)
+        if stuck:
+            raise FleetError(f"processes {stuck} rooted in {directory} are still there {KILL_CAP_S:.0f} s after SIGKILL "
+                             f"(stuck in the kernel: a hung disk or NFS server?) — see `ps -o pid,stat,wchan:30,cmd -p "
+                             f"{','.join(map(str, stuck))}`, then run `python -m localfleet down` again")
     return processes_rooted_under(directory)

@@ -1,27 +1,33 @@
 """Every pin of the stack, in one place. Inventory data may override each one (see roles/settings.py and README).
 
 Nothing here is computed from the network; values that follow from others are derived by the code that needs them
-(e.g. the amdgpu-install file name from ROCM_RELEASE and ROCM_BUILD).
+(e.g. the amdgpu-install file name from ROCM_RELEASE and ROCM_BUILD). What a ROCm release *is* (its build number,
+driver repository, torch index, the packages that collide with it …) is data, one file per release in
+verify/stack/releases/: the pins of the release below are read from its file.
 """
+
+from verify.api import rocm_release
 
 # --- ROCm (AMD's apt repositories) -----------------------------------------------------------------------------------
 ROCM_RELEASE = "7.2.4"
-# AMD's numeric build of a release: major*10000 + minor*100 + patch (7.2.4 -> 70204). Kept explicit because it is part
-# of the installer file name and the package versions, and a typo in the release must not silently move it.
-ROCM_BUILD = "70204"
+_RELEASE = rocm_release(ROCM_RELEASE)
+# AMD's numeric build of a release: major*10000 + minor*100 + patch (7.2.4 -> 70204). Kept explicit (in the release
+# file) because it is part of the installer file name and the package versions, and a typo in the release must not
+# silently move it.
+ROCM_BUILD = _RELEASE.build
 # The Debian revision of the amdgpu-install package itself (amdgpu-install_7.2.4.70204-1_all.deb).
-AMDGPU_INSTALL_REVISION = "1"
+AMDGPU_INSTALL_REVISION = _RELEASE.amdgpu_install_revision
 # Optional sha256 of the installer deb, per Ubuntu codename. Unknown here (repo.radeon.com is out of reach from where
 # this was written): set it in inventory data once checked, and the download is verified against it.
 AMDGPU_INSTALL_SHA256: dict[str, str] = {}
 # The kernel-driver ("amdgpu") repository release that ships with ROCm 7.2.4 (amdgpu.list), and the graphics repo.
-AMDGPU_DRIVER_RELEASE = "30.30.4"
+AMDGPU_DRIVER_RELEASE = _RELEASE.amdgpu_driver_release
 REPO_RADEON_BASE_URL = "https://repo.radeon.com"
 AMDGPU_INSTALL_USECASE = "rocm"
 
 # --- Python stack --------------------------------------------------------------------------------------------------
-TORCH_INDEX_URL = "https://download.pytorch.org/whl/rocm7.2"
-TORCH_SPEC = "torch==2.13.0+rocm7.2"
+TORCH_INDEX_URL = _RELEASE.torch_index_url
+TORCH_SPEC = _RELEASE.torch_spec
 BITSANDBYTES_VERSION = "0.50.1"
 
 # --- Host layout and safety margins ---------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""The inventory data contract: every key a deploy reads, its type, default (from roles/pins.py), meaning and validator.
+"""The inventory data contract: every key a deploy reads, its type, default (from roles/pins.py), meaning and validator
+(roles/validators.py).
 
 `settings_for(host)` returns a frozen `HostSettings`; `require_valid_inventory()` checks every host of the run the
 first time a deploy or task file is loaded and refuses the whole run — before any operation exists, let alone runs —
 with one line naming the host, the key and the fix. Keys that pyinfra itself reads (`_sudo`, `ssh_*`, `fake_*` …)
 and unrelated user keys pass untouched; an unknown key is refused only when it looks like a typo of one of ours.
+
+Paths, URLs and versions that reach a host follow one character policy (validators.PLAIN_CHARACTERS): the line names
+the first character outside it. A plain-http `repo_radeon_base_url` needs `amdgpu_install_sha256`: that deb's
+checksum is the root of trust of every ROCm package apt installs after it (see `_unchecked_installer_over_http`).
 
 `python -m roles.settings` prints the README's table of variables from this schema.
 """
@@ -13,192 +18,47 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import os
-import re
 import sys
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 from pyinfra.api.exceptions import PyinfraError
 
 from roles import pins
 from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.debian.os_support import SUPPORTED
+from roles.rocm.model import installer_file_name
+from roles.run_memory import memory_of
+from roles.validators import (
+    Invalid,
+    absolute_path,
+    boolean,
+    build_number,
+    controller_path,
+    count,
+    known_release,
+    one_of,
+    optional_controller_directory,
+    optional_listen_address,
+    optional_sha256,
+    optional_text,
+    optional_url,
+    pip_requirement,
+    python_version,
+    release,
+    split_address,
+    url,
+    user_name,
+    user_names,
+)
 
-_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_BUILD = re.compile(r"\d{5,6}")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-# useradd's default NAME_REGEX on Debian/Ubuntu (a trailing $ is for machine accounts).
-_USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}\$?")
+from verify.api import rocm_release
 
 
 class InventoryDataError(PyinfraError):
     """Inventory data that a deploy cannot use. A PyinfraError, so the pyinfra CLI prints it as one line and exits 1."""
-
-
-class _Invalid(ValueError):
-    """Raised by a validator: the message says what is wrong with the value and how to write it."""
-
-
-# --- validators: each takes the raw value and returns the normalised one, or raises _Invalid ------------------------
-
-def _describe(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"the boolean {value}"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    return f"a {type(value).__name__} ({value!r})"
-
-
-def _string(value: Any, example: str) -> str:
-    if not isinstance(value, str):
-        hint = ""
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            # pyinfra's --data turns 7.2 into a float and 70204 into an int.
-            hint = f" (on the command line, quote it twice: --data {{key}}='\"{example}\"')"
-        raise _Invalid(f"got {_describe(value)}, expected a string such as {example!r}{hint}")
-    return value
-
-
-def release(value: Any) -> str:
-    text = _string(value, "7.2.4")
-    if not _RELEASE.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected a release as MAJOR.MINOR.PATCH such as '7.2.4'")
-    return text
-
-
-def build_number(value: Any) -> str:
-    text = _string(value, "70204")
-    if not _BUILD.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'")
-    return text
-
-
-def url(value: Any) -> str:
-    text = _string(value, "https://repo.radeon.com")
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in text):
-        raise _Invalid(f"got {text!r}, expected an http(s) URL such as 'https://repo.radeon.com'")
-    return text.rstrip("/")
-
-
-def optional_sha256(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = _string(value, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08").strip().lower()
-    if not _SHA256.fullmatch(text):
-        raise _Invalid(f"got {value!r}, expected a sha256 of 64 hex digits (sha256sum FILE), or None")
-    return text
-
-
-def boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"got {_describe(value)}, expected True or False")
-    return value
-
-
-def count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Invalid(f"got {_describe(value)}, expected a whole number >= 0")
-    return value
-
-
-def user_name(value: Any) -> str:
-    text = _string(value, "alice")
-    if not _USER_NAME.fullmatch(text):
-        raise _Invalid(f"got {text!r}, expected a user name such as 'alice' (lower case, digits, '_' or '-')")
-    return text
-
-
-def user_names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise _Invalid(f"got the string {value!r}, expected a list of user names such as [{value!r}]")
-    if not isinstance(value, (list, tuple)):
-        raise _Invalid(f"got {_describe(value)}, expected a list of user names such as ['alice']")
-    return tuple(user_name(item) for item in value)
-
-
-def absolute_path(value: Any) -> str:
-    text = _string(value, "/opt/rocm-fleet/venv")
-    if not text.startswith("/"):
-        raise _Invalid(f"got the relative path {text!r}, expected an absolute path such as '/opt/rocm-fleet/venv'")
-    normal = os.path.normpath(text)
-    if normal != text.rstrip("/") or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected a plain absolute path without '..', '//' or '.' parts")
-    return normal
-
-
-def optional_absolute_path(value: Any) -> str | None:
-    return None if value is None else absolute_path(value)
-
-
-def optional_url(value: Any) -> str | None:
-    return None if value is None else url(value)
-
-
-def optional_listen_address(value: Any) -> str | None:
-    if value is None:
-        return None
-    from roles.venv.wheelhouse_pull import split_address
-
-    text = _string(value, "127.0.0.1:8765")
-    try:
-        split_address(text)
-    except ValueError:
-        raise _Invalid(f"got {text!r}, expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or "
-                       "'[::1]:8765' (a port from 1 to 65535), or None") from None
-    return text
-
-
-def pip_requirement(value: Any) -> str:
-    text = _string(value, pins.TORCH_SPEC)
-    try:
-        Requirement(text)
-    except InvalidRequirement as error:
-        reason = str(error).splitlines()[0]
-        raise _Invalid(f"got {text!r}, not a pip requirement ({reason}); write one such as {pins.TORCH_SPEC!r}") from None
-    return text
-
-
-def python_version(value: Any) -> str:
-    text = _string(value, pins.BITSANDBYTES_VERSION)
-    try:
-        Version(text)
-    except InvalidVersion:
-        raise _Invalid(f"got {text!r}, expected a version such as {pins.BITSANDBYTES_VERSION!r}") from None
-    return text
-
-
-def optional_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    text = _string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected one line of text, or None")
-    return text
-
-
-def controller_path(value: Any) -> str:
-    text = _string(value, "reports")
-    if not text.strip() or "\n" in text:
-        raise _Invalid(f"got {text!r}, expected a directory on the controller such as 'reports'")
-    return text
-
-
-def one_of(*choices: str) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in choices:
-            raise _Invalid(f"got {_describe(value)}, expected one of: {', '.join(repr(c) for c in choices)}")
-        return value
-
-    check.choices = choices  # type: ignore[attr-defined]
-    return check
 
 
 # --- the schema ------------------------------------------------------------------------------------------------------
@@ -216,14 +76,16 @@ SCHEMA: tuple[Key, ...] = (
     Key("rocm_install", '"install" \\| "skip"', "install", one_of("install", "skip"),
         meaning="`skip`: ROCm is managed elsewhere (test fleets): the colliding-packages and ROCm stages say so and "
                 "install nothing (workstation_users still get render and video)"),
-    Key("rocm_release", "str", pins.ROCM_RELEASE, release, meaning="ROCm release to install (MAJOR.MINOR.PATCH)"),
+    Key("rocm_release", "str", pins.ROCM_RELEASE, known_release,
+        meaning="ROCm release to install (MAJOR.MINOR.PATCH), one of those in verify/stack/releases/"),
     Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
         meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
     Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
-        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it"),
+        meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it; "
+                "plain `http://` only together with amdgpu_install_sha256"),
     Key("amdgpu_install_sha256", "str \\| None", None, optional_sha256,
-        meaning="sha256 of the amdgpu-install deb for the host's codename; None: pins.AMDGPU_INSTALL_SHA256 or "
-                "unchecked"),
+        meaning="sha256 of the amdgpu-install deb for the host's codename (the deb brings the keyring apt checks "
+                "ROCm packages with); None: pins.AMDGPU_INSTALL_SHA256, else only TLS vouches for the download"),
     Key("amdgpu_driver_release", "str", pins.AMDGPU_DRIVER_RELEASE, release,
         meaning="release of AMD's `amdgpu` repository that goes with this ROCm (amdgpu.list)"),
     Key("rocm_other_release", '"stop" \\| "side-by-side"', "stop", one_of("stop", "side-by-side"),
@@ -248,7 +110,7 @@ SCHEMA: tuple[Key, ...] = (
         meaning="shown in reports and the fleet summary when torch is a stand-in (e.g. the CPU wheel on test fleets)"),
     Key("bitsandbytes_version", "str", pins.BITSANDBYTES_VERSION, python_version,
         meaning="bitsandbytes version (installed as ==VERSION)"),
-    Key("wheelhouse", "absolute path \\| None", None, optional_absolute_path,
+    Key("wheelhouse", "absolute path \\| None", None, optional_controller_directory,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
                 "`--no-index`; None: the host's pip uses the indexes"),
     Key("wheelhouse_url", "URL \\| None", None, optional_url,
@@ -263,8 +125,15 @@ SCHEMA: tuple[Key, ...] = (
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
-        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock before the host fails"),
+        meaning="how long apt waits for another apt/dpkg run to release the dpkg lock (and the apt hook stage for "
+                "another rocm-fleet run on the same host) before the host fails"),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
+    Key("boot_check", "bool", True, boolean,
+        meaning="install rocm-fleet-boot-check.service, which runs the full check (runtime and NF4 included) once per "
+                "boot after the kernel or boot id changed; False removes it"),
+    Key("new_users_gpu_groups", "bool", True, boolean,
+        meaning="accounts made later with adduser join render and video (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS in "
+                "/etc/adduser.conf, as AMD's docs say)"),
     Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
         meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
     Key("reports_dir", "controller path", "reports", controller_path,
@@ -302,6 +171,8 @@ class HostSettings:
     stray_policy: str
     dpkg_lock_timeout: int
     apt_hook: bool
+    boot_check: bool
+    new_users_gpu_groups: bool
     verify_device: str
     reports_dir: str
 
@@ -321,8 +192,28 @@ class Problem:
 
 
 def expected_build(release_text: str) -> str:
-    major, minor, patch = (int(part) for part in release_text.split("."))
-    return str(major * 10000 + minor * 100 + patch)
+    return rocm_release(release_text).build
+
+
+def _installer_codenames() -> frozenset[str]:
+    return frozenset(s.installer_codename for s in SUPPORTED.values() if s.installer_codename)
+
+
+def _unchecked_installer_over_http(values: dict[str, Any]) -> str:
+    """Why the installer deb would come over plain http with nothing to check it against ("" when it would not).
+
+    That deb installs the keyring apt checks every ROCm package's signature with: over http, its sha256 is the only
+    thing that proves the keyring (and so every package after it) is AMD's. TLS does that job for an https mirror.
+    """
+    base, sha256 = values.get("repo_radeon_base_url"), values.get("amdgpu_install_sha256", "")
+    if base is None or urlsplit(base).scheme != "http" or sha256 is not None:
+        return ""
+    if _installer_codenames() <= set(pins.AMDGPU_INSTALL_SHA256):
+        return ""  # roles/pins.py has the deb's sha256 for every codename the deploy downloads it for
+    deb = installer_file_name(values.get("rocm_release", pins.ROCM_RELEASE), values.get("rocm_build", pins.ROCM_BUILD))
+    return (f"{base!r} is plain http and amdgpu_install_sha256 is None: nothing would check {deb}, which brings the "
+            "keyring apt trusts for every ROCm package — set amdgpu_install_sha256 (sha256sum of that deb from "
+            "repo.radeon.com), or use an https mirror")
 
 
 def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",
@@ -335,7 +226,7 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
         raw = data.get(key.name, key.default)
         try:
             values[key.name] = key.validate(raw)
-        except _Invalid as error:
+        except Invalid as error:
             problems.append(Problem(host, key.name, source_of(key.name), str(error).replace("{key}", key.name)))
     if "rocm_release" in values and "rocm_build" in values:
         wanted = expected_build(values["rocm_release"])
@@ -346,6 +237,9 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
                 f"number is {wanted!r}: set both together",
             ))
     problems.extend(_pull_problems(host, values, source_of))
+    insecure = _unchecked_installer_over_http(values)
+    if insecure:
+        problems.append(Problem(host, "repo_radeon_base_url", source_of("repo_radeon_base_url"), insecure))
     for name in sorted(data):
         if name in KEYS or name in foreign or name.startswith("_"):
             continue
@@ -367,8 +261,6 @@ def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str],
                                     "the hosts install with): set wheelhouse too, or set this to None"))
     serve = values.get("wheelhouse_serve")
     if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
-        from roles.venv.wheelhouse_pull import split_address
-
         if split_address(serve)[0] in ("0.0.0.0", "::", ""):
             problems.append(Problem(host, "wheelhouse_serve", source_of("wheelhouse_serve"),
                                     f"{serve!r} listens on every address, which no host can connect to: set "
@@ -429,9 +321,6 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
-_checked: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def require_valid_inventory(state=None) -> None:
     """Refuse the whole run when any host of it has unusable data. Call at the top of every deploy and task file.
 
@@ -443,16 +332,15 @@ def require_valid_inventory(state=None) -> None:
         from pyinfra.context import ctx_state
 
         state = ctx_state.get()
-    verdict = _checked.get(state)
-    if verdict is None:
+    memory = memory_of(state)
+    if memory.inventory_refusal is None:
         problems: list[Problem] = []
         for host in state.inventory:
             if state.is_host_in_limit(host):
                 problems.extend(check_host(host)[1])
-        verdict = _summary(tuple(problems)) if problems else ""
-        _checked[state] = verdict
-    if verdict:
-        raise InventoryDataError(verdict)
+        memory.inventory_refusal = _summary(tuple(problems)) if problems else ""
+    if memory.inventory_refusal:
+        raise InventoryDataError(memory.inventory_refusal)
 
 
 def markdown_table() -> str:
@@ -473,3 +361,4 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(markdown_table() + "\n")
+

@@ -4,8 +4,8 @@ the controller computed — for everything root later runs or installs (the veri
 Why not pyinfra's files.put / files.sync: logged in as an admin with sudo, pyinfra 3.10 uploads over SFTP as the
 login account to `<TMPDIR>/pyinfra-<sha1 of the destination path>` — a name every account on the host can compute —
 and then runs `sudo cp` from it. Another account can plant that name first (a symlink or FIFO with
-fs.protected_symlinks/fifos=0, or a file it can rewrite before the copy) and have root install its bytes (issue 9,
-High 2). pyinfra's `_temp_dir` global argument only moves the same predictable name elsewhere, and a directory for it
+fs.protected_symlinks/fifos=0, or a file it can rewrite before the copy) and have root install its bytes.
+pyinfra's `_temp_dir` global argument only moves the same predictable name elsewhere, and a directory for it
 would have to exist before planning ends.
 
 Here, for each upload that is needed:

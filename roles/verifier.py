@@ -6,7 +6,7 @@ nothing but python3 — no pip, no network.
 
 The archive is byte-for-byte reproducible (sorted entries, fixed timestamps), so an unchanged checkout uploads
 nothing on the next run. It is built once per controller process and kept in memory — never in a shared directory
-such as /tmp, where another local account could plant a file of the expected name (issue 9, High 1) — and uploaded
+such as /tmp, where another local account could plant a file of the expected name — and uploaded
 from those bytes through a private staging directory, installed only with their sha256 (`roles/uploads.py`). Every
 command that runs it on a host checks that sha256 first (`verifier_command`): a verifier from another checkout, or
 one changed on the host, is never run. Several stages asking for it in one run plan the upload once per host: the
@@ -19,7 +19,6 @@ import functools
 import hashlib
 import io
 import shlex
-import weakref
 import zipfile
 from pathlib import Path
 
@@ -28,8 +27,9 @@ from pyinfra import host
 from pyinfra.api import deploy
 from pyinfra.operations import files
 
-import verify
+from roles.run_memory import memory_of
 from roles.uploads import Upload, checked_files
+from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
 REMOTE_DIR = "/var/lib/rocm-fleet"
@@ -55,7 +55,7 @@ def _package_files(package_dir: Path, arcname_root: str) -> list[tuple[str, Path
 
 def zipapp_bytes() -> bytes:
     """The verifier archive, built from this checkout's verify/ and the installed pyelftools."""
-    members = _package_files(Path(verify.__file__).parent, "verify")
+    members = _package_files(PACKAGE_DIR, "verify")
     members += _package_files(Path(elftools.__file__).parent, "elftools")
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")
@@ -93,12 +93,6 @@ def verifier_command(*arguments: str, python: str = "python3") -> str:
     return f"if {check}; then {run}; else echo {shlex.quote(stale_line())} >&2; (exit {STALE_EXIT}); fi"
 
 
-# state -> names of the hosts whose upload is already planned in this run (keyed by state: one pytest process runs
-# many). pyinfra 3 caches no facts, so each further upload would cost four round trips (directory, file, its parent
-# directory, sha1) on every host, only to find the file the first upload put there.
-_planned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 @deploy("Upload the verifier")
 def _upload() -> None:
     # Root's own: the verifier is run by root from here, so no other account may add, swap or rename files in it.
@@ -109,7 +103,7 @@ def _upload() -> None:
 
 def upload_verifier() -> None:
     """Plan the verifier's upload to the current host, unless an earlier stage of this run already did."""
-    planned = _planned.setdefault(host.state, set())
+    planned = memory_of(host.state).verifier_planned
     if host.name in planned:
         return
     planned.add(host.name)

@@ -4,8 +4,8 @@ Installs /etc/apt/apt.conf.d/80rocm-fleet-verify on each host: after every dpkg 
 distro ROCm packages and warns in apt's output when something got worse. `apt_hook: False` removes it.
 """
 
-from roles.apt_hook.deploy import apt_hook_stage
+from roles.apt_hook.deploy import apt_hook
 from roles.settings import require_valid_inventory
 
 require_valid_inventory()
-apt_hook_stage()
+apt_hook()

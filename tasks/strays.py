@@ -1,10 +1,10 @@
 """Stage 5 alone: report (or, with `stray_policy: remove`, purge) stray distro ROCm packages.
 
-    pyinfra inventory/<fleet>.py tasks/strays.py
+    pyinfra inventory tasks/strays.py
 """
 
 from roles.settings import require_valid_inventory
-from roles.strays.deploy import stray_distro_rocm
+from roles.strays.deploy import strays
 
 require_valid_inventory()
-stray_distro_rocm()
+strays()

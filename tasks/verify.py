@@ -5,7 +5,7 @@ Changes nothing on the hosts but the uploaded verifier; writes reports/<host>.js
 """
 
 from roles.settings import require_valid_inventory
-from roles.verification.deploy import verify_workstation
+from roles.verification.deploy import verify
 
 require_valid_inventory()
-verify_workstation()
+verify()

@@ -1,18 +1,28 @@
 """`python -m verify SUBCOMMAND …` — the command-line entry point (also the zipapp's).
 
-Exit codes, for every subcommand: 0 all good, 1 something checked was found wrong, 2 bad usage or input.
+Exit codes, for every subcommand: 0 all good, 1 something checked was found wrong, 2 bad usage or input — one line
+on stderr, also for a bad argument (argparse's usage block is left out: `--help` shows it) and for output that cannot
+be written (`> /dev/full`). A closed pipe (`… | head`) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from verify.oneshot import one_command_process
 
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
-COMMANDS = ("ldd", "process", "strays", "check", "apt-hook")
+COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check")
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad usage is one line and exit 2 (subcommand parsers are of this class too: argparse makes them so)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -20,7 +30,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     A run imports the module of the command it runs and no other: `verify ldd FILE` need not import what `check`
     needs (the runtime probe, the dpkg database, the report schema), which cost it more than the analysis itself."""
-    parser = argparse.ArgumentParser(prog="python -m verify", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(prog="python -m verify", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         module_name = f"verify.commands.{name.replace('-', '_')}"
@@ -42,8 +52,22 @@ def main(argv: list[str] | None = None) -> int:
         # parser with every command, for the full list of choices.
         parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         args = parser.parse_args(argv)
+        from verify.commands import OutputError
+
         try:
             return args.run(args)
         except BrokenPipeError:  # `… | head` is not an error
-            sys.stderr.close()
+            _discard_stdout()
             return 0
+        except OutputError as error:
+            _discard_stdout()
+            print(f"verify {args.command}: cannot write the output ({error})", file=sys.stderr)
+            return 2
+
+
+def _discard_stdout() -> None:
+    """Python flushes stdout once more at exit, which would fail again with a traceback-like message: point it at
+    /dev/null, so what is left in its buffer has somewhere to go."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -1,1 +1,1 @@
-"""The apt hook: after every dpkg run, re-check what the venv's Python process would load (issue 6)."""
+"""The apt hook: after every dpkg run, re-check what the venv's Python process would load."""

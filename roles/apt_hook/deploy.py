@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import deploy
-
-from roles.apt_hook.operations import apt_hook
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.apt_hook import operations
+from roles.settings import HostSettings
+from roles.stage import stage
 from roles.verifier import upload_verifier, verifier_sha256
 
 
-@deploy("Apt hook")
-def apt_hook_stage() -> None:
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
-    settings = settings_for(host)
+@stage("Apt hook")
+def apt_hook(settings: HostSettings) -> None:
     if not settings.apt_hook:
-        apt_hook(name="Remove the apt hook (apt_hook: False)", present=False)
+        operations.apt_hook(name="Remove the apt hook (apt_hook: False)", present=False,
+                            lock_timeout=settings.dpkg_lock_timeout)
         return
     upload_verifier()
-    apt_hook(
+    operations.apt_hook(
         name="Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
         present=True,
         venv=settings.venv_path,
         expect_rocm=settings.rocm_release,
         expect_bitsandbytes=settings.bitsandbytes_version,
         verifier_sha256=verifier_sha256(),
+        lock_timeout=settings.dpkg_lock_timeout,
     )

@@ -2,35 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.apt_hook.model import CONF_PATH, ENTRY, STAMP, STATE_FILE
+from roles.apt_hook.model import CONF_PATH, STATE_FILE, copy_state_command
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
 class HookFiles:
     python: str | None  # the host's python3 (`command -v python3`), None when there is none
-    verifier_sha256: str | None  # the sha256 of the verify.pyz the hook's copy was made from; None: no usable copy
+    # The sha256 of the verify.pyz the hook's copy was made from, when the copy's files are exactly what its manifest
+    # lists (checked on the host, file by file); None: no usable copy.
+    verifier_sha256: str | None
     has_state: bool  # the hook has recorded a result (last.json)
     config: str | None  # the text of the apt configuration file, None when it is absent
+    copy_damaged: bool = False  # a copy is there, but its files differ from its manifest
 
     @property
     def anything(self) -> bool:
-        return self.config is not None or self.verifier_sha256 is not None or self.has_state
+        return self.config is not None or self.verifier_sha256 is not None or self.copy_damaged or self.has_state
 
 
 class AptHookFiles(FactBase):
-    """What of the apt hook is installed. Output: `python PATH`, `verifier SHA`, `state yes|no`, then `config` and the
-    configuration file's lines when it exists."""
+    """What of the apt hook is installed. Output: `python PATH`, `verifier SHA|damaged|` (the copy's state, from its
+    real content: roles/apt_hook/model.py's copy_state_command), `state yes|no`, then `config` and the configuration
+    file's lines when it exists."""
 
     def command(self) -> str:
         return (
             'printf "python %s\\n" "$(command -v python3 || true)"; '
-            f'if [ -f {ENTRY} ] && [ -f {STAMP} ]; then printf "verifier %s\\n" "$(cat {STAMP})"; '
-            'else echo "verifier "; fi; '
+            f"{copy_state_command()}; "
             f'if [ -f {STATE_FILE} ]; then echo "state yes"; else echo "state no"; fi; '
             f'if [ -f {CONF_PATH} ]; then echo "config"; cat {CONF_PATH}; fi'
         )
@@ -48,9 +54,13 @@ class AptHookFiles(FactBase):
             if lines[3] != "config":
                 raise FactProcessError(f"apt hook files: unexpected output {lines[3]!r}")
             config = "\n".join(lines[4:])
+        copy = head[1][1].strip()
+        if copy not in ("", "damaged") and not _SHA256.fullmatch(copy):
+            raise FactProcessError(f"apt hook files: unexpected output {lines[1]!r}")
         return HookFiles(
             python=head[0][1].strip() or None,
-            verifier_sha256=head[1][1].strip() or None,
+            verifier_sha256=copy if _SHA256.fullmatch(copy) else None,
             has_state=head[2][1] == "yes",
             config=config,
+            copy_damaged=copy == "damaged",
         )

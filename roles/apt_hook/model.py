@@ -5,9 +5,16 @@ Files on the host:
     /etc/apt/apt.conf.d/80rocm-fleet-verify     the `DPkg::Post-Invoke` line, with the host's settings baked in
     /var/lib/rocm-fleet/apt-hook/verifier/      the hook's own copy of the uploaded verifier (verify.pyz), unpacked
                                                 and byte-compiled for the host's python3: imports from a zip are
-                                                compiled on every run, which would cost each dpkg run about 0.4 s
+                                                compiled on every run, which would cost each dpkg run about 0.4 s;
+                                                `.source-sha256` names the verify.pyz it came from and `.manifest`
+                                                holds the sha256 of every file in it (sha256sum's format), so the
+                                                fact can tell an intact copy from a damaged one by its content
     /var/lib/rocm-fleet/apt-hook/last.json      the last result, and last-pass.json the last passing one (written
-                                                by the hook itself, verify/hook_state.py)
+                                                by the hook itself, verify/report/hook_state.py)
+
+Every command that changes these files runs whole under the host's lock (roles/host_lock.py), and builds what it
+writes under a private, unpredictable name (mktemp) before moving it into place: two runs on one host at once wait
+for each other instead of mixing their files, and apt never reads half a file.
 
 The hook line never makes apt fail: a missing python3 or a missing verifier copy prints one line, and `|| true`
 keeps apt's exit status whatever the hook does (apt fails a run whose Post-Invoke command exits non-zero).
@@ -23,26 +30,34 @@ from roles.verifier import REMOTE_DIR, REMOTE_VERIFIER
 
 CONF_PATH = "/etc/apt/apt.conf.d/80rocm-fleet-verify"
 # Written next to apt.conf.d, not in it: apt reads every file there (and warns about odd names) while one is written.
-CONF_PARTIAL = "/etc/apt/.80rocm-fleet-verify.partial"
+CONF_PARTIAL_PREFIX = "/etc/apt/.80rocm-fleet-verify."
 HOOK_DIR = f"{REMOTE_DIR}/apt-hook"
 VERIFIER_COPY = f"{HOOK_DIR}/verifier"
+# Where a new copy is built (mktemp -d), and the old one is moved before it is deleted.
+WORK_PREFIX = f"{HOOK_DIR}/.verifier-work."
 ENTRY = f"{VERIFIER_COPY}/verify/commands/apt_hook.py"
-STAMP = f"{VERIFIER_COPY}/.source-sha256"
+STAMP_NAME = ".source-sha256"
+MANIFEST_NAME = ".manifest"
+LOCK_WHAT = "the apt hook"  # what a run waiting for the host lock names (roles/host_lock.py)
 STATE_FILE = f"{HOOK_DIR}/last.json"
 
 HOOK_PREFIX = "rocm-fleet apt hook:"  # = verify.commands.apt_hook.PREFIX: every line the hook prints starts so
-# The hook line sits in a double-quoted apt string and echoes paths inside single quotes: keep both intact.
-_SAFE = re.compile(r"[A-Za-z0-9_./+@:,=-]+")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class HookSpecError(ValueError):
-    """A setting that cannot go into the hook line; the message names it and the fix."""
+    """A value that cannot go into the hook line; the message names it and the fix."""
 
 
 @dataclass(frozen=True)
 class HookSpec:
-    """What the hook line runs: the host's python3, and the question the verifier answers."""
+    """What the hook line runs: the host's python3, and the question the verifier answers.
+
+    The venv path and the versions come from the inventory, which roles/settings.py has already checked against its
+    character policy (every character one that needs no quoting) before any host was touched: the line carries them
+    as they are. The host's python3 is found on the host, not configured, so it is checked here, by the same rule (it
+    sits unquoted in the line, inside apt's double-quoted string).
+    """
 
     python: str
     venv: str
@@ -50,17 +65,11 @@ class HookSpec:
     expect_bitsandbytes: str
 
     def __post_init__(self) -> None:
-        # Named as the inventory names them (the host's python3 is found, not configured).
-        for name, key in (("python", "the host's python3"), ("venv", "venv_path"), ("expect_rocm", "rocm_release"),
-                          ("expect_bitsandbytes", "bitsandbytes_version")):
-            value = getattr(self, name)
-            if not _SAFE.fullmatch(value):
-                raise HookSpecError(
-                    f"apt hook: {key} {value!r} has characters the apt configuration line cannot carry — use only "
-                    "letters, digits and _ . / + @ : , = - (or set apt_hook: False)"
-                )
-        if not self.python.startswith("/") or not self.venv.startswith("/"):
-            raise HookSpecError(f"apt hook: python {self.python!r} and venv {self.venv!r} must be absolute paths")
+        if not self.python.startswith("/") or shlex.quote(self.python) != self.python:
+            raise HookSpecError(
+                f"apt hook: the host's python3 is {self.python!r}, a path the apt configuration line cannot carry — "
+                "install python3 as /usr/bin/python3 (apt-get install python3), or set apt_hook: False"
+            )
 
 
 def hook_command(spec: HookSpec) -> str:
@@ -90,32 +99,64 @@ def config_text(spec: HookSpec) -> str:
 
 
 def write_config_command(text: str) -> str:
-    """Replace the configuration file in one step (apt never reads half of it)."""
-    return (f"printf '%s' {shlex.quote(text)} > {CONF_PARTIAL} && chmod 644 {CONF_PARTIAL} && "
-            f"mv -f {CONF_PARTIAL} {CONF_PATH}")
+    """Replace the configuration file in one step (apt never reads half of it). Run under the host lock: leftovers of
+    a run killed halfway are removed first, as no other run is writing one."""
+    return (f"rm -f {CONF_PARTIAL_PREFIX}* && partial=$(mktemp {CONF_PARTIAL_PREFIX}XXXXXXXX) && "
+            f"printf '%s' {shlex.quote(text)} > \"$partial\" && chmod 644 \"$partial\" && "
+            f"mv -f \"$partial\" {CONF_PATH}")
+
+
+WORK_COPY = '"$work/copy"'  # the new copy, in the shell of copy_verifier_command
+
+
+def _manifest_of(directory: str) -> str:
+    """sha256sum lines of every file under `directory` (its manifest left out), sorted by name."""
+    return (f"( cd {directory} && find . -type f ! -path ./{MANIFEST_NAME} -print0 | LC_ALL=C sort -z | "
+            "xargs -0 sha256sum )")
 
 
 def copy_verifier_command(python: str, sha256: str) -> str:
     """Unpack the uploaded verifier into the hook's copy and byte-compile it, after checking it is the one the
-    controller built; the old copy is swapped out only once the new one is complete."""
+    controller built; then record what it came from and the sha256 of every file (the manifest). Built in a private
+    directory from a private copy of verify.pyz (nothing can swap it between the check and the unpacking); the old
+    copy is swapped out only once the new one is complete. Run under the host lock: leftovers of a run killed
+    halfway are removed first, as no other run is building one."""
     if not _SHA256.fullmatch(sha256):
         raise HookSpecError(f"apt hook: {sha256!r} is not a sha256")
-    new, old = f"{VERIFIER_COPY}.new", f"{VERIFIER_COPY}.old"
     mismatch = (f"apt hook: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {sha256[:12]}…) - "
                 "run the deploy again")
     return " && ".join((
         f"mkdir -p {HOOK_DIR}",
-        f"rm -rf {new} {old}",
-        f"{{ echo '{sha256}  {REMOTE_VERIFIER}' | sha256sum --check --status || {{ echo '{mismatch}' >&2; false; }}; }}",
-        f"{python} -I -m zipfile -e {REMOTE_VERIFIER} {new}",
-        f"{python} -I -m compileall -q -d {VERIFIER_COPY} {new} > /dev/null",
-        f"echo {sha256} > {new}/.source-sha256",
-        f"{{ [ ! -d {VERIFIER_COPY} ] || mv {VERIFIER_COPY} {old}; }}",
-        f"mv {new} {VERIFIER_COPY}",
-        f"rm -rf {old}",
+        f"rm -rf {WORK_PREFIX}*",
+        f"work=$(mktemp -d {WORK_PREFIX}XXXXXXXX)",
+        f'cp {REMOTE_VERIFIER} "$work/verify.pyz"',
+        f"{{ echo \"{sha256}  $work/verify.pyz\" | sha256sum --check --status || {{ echo '{mismatch}' >&2; false; }}; }}",
+        f'{python} -I -m zipfile -e "$work/verify.pyz" "$work/copy"',
+        f'{python} -I -m compileall -q -d {VERIFIER_COPY} "$work/copy" > /dev/null',
+        f'echo {sha256} > "$work/copy/{STAMP_NAME}"',
+        f'{_manifest_of(WORK_COPY)} > {WORK_COPY}/{MANIFEST_NAME}',
+        f'chmod 755 "$work/copy"',
+        f'{{ [ ! -d {VERIFIER_COPY} ] || mv {VERIFIER_COPY} "$work/old"; }}',
+        f'mv "$work/copy" {VERIFIER_COPY}',
+        f'rm -rf "$work"',
     ))
+
+
+def copy_state_command() -> str:
+    """Shell that prints `verifier SHA` when the copy's files are exactly those its manifest lists, with those
+    contents (SHA: the verify.pyz it came from), `verifier damaged` when a copy is there but differs from its
+    manifest (a file changed, went missing or was added), and `verifier ` when there is no copy, or one without a
+    manifest (made by an older version: replaced without a word)."""
+    listed = f"cut -c 67- {MANIFEST_NAME} | LC_ALL=C sort"  # sha256sum's line: 64 hex digits, 2 spaces, the name
+    present = f"find . -type f ! -path ./{MANIFEST_NAME} | LC_ALL=C sort"
+    return (
+        f"if [ ! -f {VERIFIER_COPY}/{MANIFEST_NAME} ] || [ ! -f {VERIFIER_COPY}/{STAMP_NAME} ]; then echo 'verifier '; "
+        f"elif ( cd {VERIFIER_COPY} && sha256sum --check --strict --quiet {MANIFEST_NAME} > /dev/null 2>&1 && "
+        f'[ "$({present})" = "$({listed})" ] ); then printf "verifier %s\n" "$(cat {VERIFIER_COPY}/{STAMP_NAME})"; '
+        "else echo 'verifier damaged'; fi"
+    )
 
 
 def remove_command() -> str:
     """The configuration first: apt must never run a hook whose files are already gone."""
-    return f"rm -f {CONF_PATH} {CONF_PARTIAL} && rm -rf {HOOK_DIR}"
+    return f"rm -f {CONF_PATH} {CONF_PARTIAL_PREFIX}* && rm -rf {HOOK_DIR}"

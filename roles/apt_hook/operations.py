@@ -8,6 +8,8 @@ from pyinfra.api import operation
 from roles.apt_hook.facts import AptHookFiles
 from roles.apt_hook.model import (
     CONF_PATH,
+    LOCK_WHAT,
+    VERIFIER_COPY,
     HookSpec,
     HookSpecError,
     config_text,
@@ -16,7 +18,8 @@ from roles.apt_hook.model import (
     remove_command,
     write_config_command,
 )
-from roles.stage_control import fail_command
+from roles.host_lock import under_host_lock
+from roles.stage import fail_command, tell_command
 
 
 def _same_text(installed: str | None, wanted: str) -> bool:
@@ -24,18 +27,24 @@ def _same_text(installed: str | None, wanted: str) -> bool:
     return installed is not None and installed.splitlines() == wanted.splitlines()
 
 
+def _locked(steps: list[str], lock_timeout: int) -> str:
+    # One command under the host lock: another run's copy, configuration and baseline never interleave with these.
+    return under_host_lock(" && ".join(f"{{ {step}; }}" for step in steps), lock_timeout, LOCK_WHAT)
+
+
 @operation()
 def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect_bitsandbytes: str = "",
-             verifier_sha256: str = ""):
+             verifier_sha256: str = "", lock_timeout: int = 300):
     """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
-    a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz), and run once when either changed
-    to record its baseline; or, with present=False, its configuration, verifier copy and results removed."""
+    a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
+    and run once when either changed to record its baseline; or, with present=False, its configuration, verifier copy
+    and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
     files = host.get_fact(AptHookFiles)
     if not present:
         if not files.anything:
             host.noop("apt hook not installed")
             return
-        yield remove_command()
+        yield _locked([remove_command()], lock_timeout)
         return
     if files.python is None:
         yield fail_command("apt hook: python3 is not installed on this host, and the hook runs the verifier with it — "
@@ -56,9 +65,12 @@ def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect
         baseline = "" if files.has_state else "; no result recorded yet: the next dpkg run records its baseline"
         host.noop(f"apt hook installed and up to date ({CONF_PATH}){baseline}")
         return
-    if new_copy:
-        yield copy
+    if files.copy_damaged:
+        yield tell_command(f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file "
+                           "changed, went missing or was added): extracting it again")
+    steps = [copy] if new_copy else []
     if new_config:
-        yield write_config_command(wanted)
+        steps.append(write_config_command(wanted))
     # Run it once now, as apt will: records the baseline the next dpkg run is compared with.
-    yield hook_command(spec)
+    steps.append(hook_command(spec))
+    yield _locked(steps, lock_timeout)

@@ -6,32 +6,23 @@ upstream version (Ubuntu noble: rocminfo 5.7.1-3build1; Debian 12: rocminfo 5.2.
 apt then keeps the distro package (AMD's repo pin of 600 does not downgrade), and AMD's meta packages, which depend on
 `rocminfo (= 1.0.0.70204-…)`, fail with unmet dependencies.
 
-Add a package here when a distribution ships it under one of AMD's names; `amd_component_version` is the version
-prefix of AMD's package for ROCm 7.2 (AMD's full version appends `.<build>-<revision>`).
+The list is part of what a release is: `colliding_packages` in its file, verify/stack/releases/X.Y.Z.json (add a
+package there when a distribution ships it under one of AMD's names; `amd_component_version` is the version prefix
+of AMD's package for that release, AMD's full version appends `.<build>-<revision>`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from roles import pins
+from verify.api import CollidingPackage, release_with_build, rocm_release
+
+__all__ = ["COLLIDING_PACKAGES", "CollidingPackage", "colliding_packages"]
 
 
-@dataclass(frozen=True)
-class CollidingPackage:
-    name: str
-    amd_component_version: str
-    evidence: str  # where the collision was seen
+def colliding_packages(build: str) -> tuple[CollidingPackage, ...]:
+    """The colliding packages of the release with AMD build number `build` (settings check it matches the release)."""
+    return release_with_build(build).colliding_packages
 
 
-COLLIDING_PACKAGES: tuple[CollidingPackage, ...] = (
-    CollidingPackage("rocminfo", "1.0.0",
-                     "ROCm issue #3656: Ubuntu's rocminfo 5.7.1-3build1 blocks rocm-hip-runtime"),
-    CollidingPackage("hipcc", "1.1.1",
-                     "ROCm issue #6367: rocm-hip-runtime-dev depends on hipcc (= 1.1.1.70204-93~24.04) but 5.7.1-3 "
-                     "is to be installed"),
-    CollidingPackage("rocm-cmake", "0.14.0",
-                     "ROCm issue #6367: depends on rocm-cmake (= 0.14.0.70204-93~24.04) but 6.0.0-1 is to be "
-                     "installed"),
-    CollidingPackage("rocm-device-libs", "1.0.0",
-                     "ROCm issue #2378: depends on rocm-device-libs (= 1.0.0.50600-67~22.04) but 5.0.0-1 is to be "
-                     "installed; Debian 12 ships rocm-device-libs 5.2.3-2"),
-)
+# The default release's (roles/pins.py): what the README's table of variables names.
+COLLIDING_PACKAGES: tuple[CollidingPackage, ...] = rocm_release(pins.ROCM_RELEASE).colliding_packages

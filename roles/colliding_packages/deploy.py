@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import deploy
-
 from roles.colliding_packages.operations import installed_collisions, remove_colliding_packages
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.settings import HostSettings
+from roles.stage import note, stage, stop
 
 
-@deploy("Colliding packages")
-def colliding_packages():
-    if host_is_stopped():
-        return
-    settings = settings_for(host)
+@stage("Colliding packages")
+def colliding_packages(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': amdgpu-install does not run, so nothing can collide with it",
              name="skipped: rocm_install is 'skip'")

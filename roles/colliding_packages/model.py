@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roles.colliding_packages.data import COLLIDING_PACKAGES, CollidingPackage
-from roles.debian_packages import InstalledPackage
-from verify.debversion import compare_versions
-from verify.distro_rocm import is_amd_version
+from roles.colliding_packages.data import CollidingPackage, colliding_packages
+from roles.debian.packages import InstalledPackage
+from verify.api import compare_versions, is_amd_version
 
 
 @dataclass(frozen=True)
@@ -21,13 +20,14 @@ class Collision:
 
 
 def find_collisions(installed: dict[str, InstalledPackage], build: str,
-                    table: tuple[CollidingPackage, ...] = COLLIDING_PACKAGES) -> tuple[Collision, ...]:
-    """The installed distro packages of `table` whose versions sort above AMD's for `build` (Debian's rules).
+                    table: tuple[CollidingPackage, ...] | None = None) -> tuple[Collision, ...]:
+    """The installed distro packages of `table` (default: the colliding packages of the release with build `build`)
+    whose versions sort above AMD's for `build` (Debian's rules).
 
     AMD's own packages (of any release) are never collisions; a distro package that sorts below AMD's is not one
     either (apt upgrades it to AMD's)."""
     found = []
-    for entry in table:
+    for entry in colliding_packages(build) if table is None else table:
         package = installed.get(entry.name)
         if package is None or is_amd_version(package.version):
             continue

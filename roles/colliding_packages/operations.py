@@ -8,17 +8,20 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get
-from roles.colliding_packages.data import COLLIDING_PACKAGES
+from roles.debian.apt_commands import apt_get
+from roles.colliding_packages.data import colliding_packages
 from roles.colliding_packages.model import find_collisions
-from roles.debian_facts import AptRemovalSimulation, PackageVersions
-from roles.stage_control import tell_command
+from roles.debian.facts import AptRemovalSimulation, PackageVersions
+from roles.stage import tell_command
 
-WATCHED = tuple(entry.name for entry in COLLIDING_PACKAGES)
+
+def watched(build: str) -> tuple[str, ...]:
+    """The names of the colliding packages of the release with build `build`."""
+    return tuple(entry.name for entry in colliding_packages(build))
 
 
 def installed_collisions(build: str):
-    return find_collisions(host.get_fact(PackageVersions, packages=list(WATCHED)), build)
+    return find_collisions(host.get_fact(PackageVersions, packages=list(watched(build))), build)
 
 
 @operation()
@@ -26,7 +29,7 @@ def remove_colliding_packages(build: str, lock_timeout: int):
     """No distro package whose version sorts above AMD's same-named package for ROCm build `build` is installed."""
     collisions = installed_collisions(build)
     if not collisions:
-        host.noop(f"no distro package collides with AMD's (checked: {', '.join(WATCHED)})")
+        host.noop(f"no distro package collides with AMD's (checked: {', '.join(watched(build))})")
         return
     names = [collision.package.name for collision in collisions]
     removed = host.get_fact(AptRemovalSimulation, packages=names)

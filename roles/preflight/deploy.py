@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra import host, logger
 
 from roles import run_reads
-from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices, OsReleaseFile
+from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile, VenvPathAccess
+from roles.debian.path_access import venv_path_problem
+from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
 from roles.preflight.model import PreflightInput, check, disk_needs
-from roles.rocm.facts import InstalledRocm
-from roles.settings import settings_for
-from roles.stage_control import note, stop
-from roles.venv.facts import VenvPathAccess
-from roles.venv.model import venv_path_problem
+from roles.settings import HostSettings
+from roles.stage import note, stage, stop
 
 
-@deploy("Preflight")
-def preflight():
-    settings = settings_for(host)
+@stage("Preflight")
+def preflight(settings: HostSettings) -> None:
     rocm_pending = settings.rocm_install == "install" and not run_reads.read(InstalledRocm).is_complete(
         settings.rocm_release, settings.rocm_build)
     needs = disk_needs(settings.min_free_disk_gb, rocm_pending, settings.venv_path)
@@ -33,8 +30,11 @@ def preflight():
         free=host.get_fact(FreeSpaceFor, paths=[need.path for need in needs]),
         required_users=users,
         existing_users=host.get_fact(ExistingUsers, users=list(users)),
+        kernels=host.get_fact(KernelDriver),
     ))
-    # Before any stage changes anything: a venv path other accounts can write is refused here (issue 9).
+    for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
+        host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)
+    # Before any stage changes anything: a venv path other accounts can write is refused here.
     venv_path = venv_path_problem(settings.venv_path, settings.venv_owner,
                                   run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     problems = verdict.problems + ((venv_path,) if venv_path else ())

@@ -1,4 +1,4 @@
-"""Preflight facts: each a command and a call to the pure parser in roles/preflight/model.py (or os_support)."""
+"""Preflight facts: each a command and a call to the pure parser in roles/preflight/model.py."""
 
 from __future__ import annotations
 
@@ -6,22 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from roles.os_support import OsRelease, parse_os_release
 from roles.preflight.model import FreeSpace, GpuInventory, parse_existing_users, parse_free_space, parse_gpu_inventory
-
-
-class OsReleaseFile(FactBase):
-    """/etc/os-release (or /usr/lib/os-release), parsed."""
-
-    def command(self) -> str:
-        return "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release 2>/dev/null || true"
-
-    def process(self, output) -> OsRelease:
-        return parse_os_release(output)
-
-    @staticmethod
-    def default() -> OsRelease:
-        return OsRelease(id="", version_id="", codename="", pretty_name="")
 
 
 class GpuDevices(FactBase):

@@ -1,7 +1,10 @@
 """Preflight, the pure part: parse what the facts read from a host, and decide whether the host is fit (no I/O).
 
-Does not check: the GPU's architecture (the verification stage reports it), network reach to the repositories (the
-download itself says so), or that the kernel driver is loaded beyond /dev/kfd existing.
+Does not check: the GPU's architecture (the verification stage reports it) or network reach to the repositories (the
+download itself says so). The kernel side (roles/debian/kernel.py): where a GPU is required, what keeps amdgpu from
+loading stops the host, and a running kernel without amdgpu.ko is named in the /dev/kfd line; on every host a pending
+reboot (and whether the kernel that boots next has amdgpu.ko) and an APU's integrated GPU beside a discrete one are
+warnings — printed, not stops.
 """
 
 from __future__ import annotations
@@ -9,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roles import pins
-from roles.os_support import OsRelease, support_for
+from roles.debian.kernel import HostKernels
+from roles.debian.os_support import OsRelease, support_for
+from verify.api import integrated_gpu_name
 
 AMD_PCI_VENDOR = "0x1002"
 # PCI base classes of AMD GPUs: 0x03 display controller (Radeon: 0x0300 VGA; Instinct MI100-MI250: 0x0380) and 0x12
@@ -35,6 +40,27 @@ class GpuInventory:
     def amd_gpus(self) -> tuple[PciDevice, ...]:
         return tuple(d for d in self.devices
                      if d.vendor.lower() == AMD_PCI_VENDOR and d.pci_class.lower().startswith(GPU_CLASS_PREFIXES))
+
+    @property
+    def integrated(self) -> tuple[PciDevice, ...]:
+        """AMD GPUs that are an APU's integrated graphics (verify/system/pci_ids.py)."""
+        return tuple(d for d in self.amd_gpus if integrated_gpu_name(d.device))
+
+    @property
+    def discrete(self) -> tuple[PciDevice, ...]:
+        return tuple(d for d in self.amd_gpus if not integrated_gpu_name(d.device))
+
+
+def integrated_gpu_warning(gpus: GpuInventory) -> str | None:
+    """An iGPU beside a discrete GPU: named, with AMD's advice (None when there is not both)."""
+    if not gpus.integrated or not gpus.discrete:
+        return None
+    igpus = ", ".join(f"{d.slot} {integrated_gpu_name(d.device)}" for d in gpus.integrated)
+    dgpus = ", ".join(f"{d.slot} ({d.device})" for d in gpus.discrete)
+    return (f"integrated GPU {igpus} beside the discrete GPU(s) {dgpus}: the ROCm runtime may crash with the iGPU "
+            "enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable the integrated GPU in the "
+            "BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the HIP_VISIBLE_DEVICES "
+            "value that hides the iGPU")
 
 
 def parse_gpu_inventory(lines: list[str]) -> GpuInventory:
@@ -104,12 +130,14 @@ class PreflightInput:
     free: tuple[FreeSpace, ...]
     required_users: tuple[str, ...]
     existing_users: frozenset[str]
+    kernels: HostKernels | None = None  # None when not read
 
 
 @dataclass(frozen=True)
 class PreflightVerdict:
     problems: tuple[str, ...]  # each: what is wrong; what to do
     summary: str  # one line describing the host when fit
+    warnings: tuple[str, ...] = ()  # printed on the host's line; the host goes on
 
     @property
     def fit(self) -> bool:
@@ -131,8 +159,18 @@ def check(facts: PreflightInput) -> PreflightVerdict:
             problems.append("no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or set "
                             "gpu_required: False for a host without a GPU")
         elif not facts.gpus.kfd:
+            kernels = facts.kernels
+            running = kernels.running if kernels else ""
+            no_module = (f"; the running kernel {running} has no amdgpu.ko: apt-get install "
+                         f"linux-modules-extra-{running}, then modprobe amdgpu"
+                         if kernels and running and not kernels.has_amdgpu(running) else "")
             problems.append(f"AMD GPU {amd[0].slot} found but /dev/kfd is missing (the amdgpu kernel driver is not "
-                            "loaded): boot a kernel with amdgpu (Ubuntu's inbox driver is enough with --no-dkms)")
+                            f"loaded): boot a kernel with amdgpu (Ubuntu's inbox driver is enough with --no-dkms)"
+                            f"{no_module}")
+        if facts.kernels and facts.kernels.blocks:
+            where = "; ".join(b.describe() for b in facts.kernels.blocks)
+            problems.append(f"amdgpu is kept from loading by {where}: remove it, then update-initramfs -u and reboot "
+                            "(AMD's install FAQ)")
         gpu_text = f"{len(amd)} AMD GPU(s): " + ", ".join(f"{d.slot} {d.device}" for d in amd)
 
     by_mount: dict[str, list] = {}
@@ -158,4 +196,24 @@ def check(facts: PreflightInput) -> PreflightVerdict:
                         "or fix the inventory")
 
     summary = f"{facts.os_release.label}; {gpu_text}; {', '.join(disk_texts) or 'disk not checked'}"
-    return PreflightVerdict(problems=tuple(problems), summary=summary)
+    return PreflightVerdict(problems=tuple(problems), summary=summary, warnings=tuple(_warnings(facts)))
+
+
+def reboot_warning(kernels: HostKernels) -> str | None:
+    """'reboot pending: the next boot runs 6.8.0-51-generic, which has no amdgpu.ko — …' (None: none pending)."""
+    if not kernels.reboot_pending or kernels.next_boot is None:
+        return None
+    nxt = kernels.next_boot
+    if kernels.has_amdgpu(nxt):
+        return f"reboot pending: the next boot runs {nxt} (amdgpu.ko present; {kernels.running} runs now)"
+    return (f"reboot pending: the next boot runs {nxt}, which has no amdgpu.ko — the GPU is gone after that reboot: "
+            f"apt-get install linux-modules-extra-{nxt} first (the ROCm stage does where apt has it)")
+
+
+def _warnings(facts: PreflightInput) -> list[str]:
+    found = []
+    if facts.kernels is not None and (line := reboot_warning(facts.kernels)):
+        found.append(line)
+    if facts.gpus is not None and (line := integrated_gpu_warning(facts.gpus)):
+        found.append(line)
+    return found

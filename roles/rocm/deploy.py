@@ -4,24 +4,20 @@ groups (also when ROCm is managed elsewhere: the users still need /dev/kfd and /
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
 from pyinfra.operations import files
 
 from roles import pins, run_reads
-from roles.os_support import support_for
-from roles.preflight.facts import OsReleaseFile
+from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.debian.os_support import support_for
 from roles.rocm import operations
-from roles.rocm.facts import InstalledRocm
-from roles.rocm.model import installer_file_name, installer_package_version, installer_url, plan_rocm
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.rocm.model import GPU_GROUPS, installer_file_name, installer_package_version, installer_url, plan_rocm
+from roles.settings import HostSettings
+from roles.stage import note, stage, stop
+from verify.api import rocm_release
 
 
-@deploy("ROCm")
-def rocm():
-    if host_is_stopped():
-        return
-    settings = settings_for(host)
+@stage("ROCm")
+def rocm(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': ROCm is managed elsewhere on this host", name="skipped: rocm_install is 'skip'")
         return
@@ -56,17 +52,25 @@ def rocm():
         driver_release=settings.amdgpu_driver_release, codename=codename, installer_version=version,
         lock_timeout=settings.dpkg_lock_timeout,
     )
+    release_data = rocm_release(release)
+    operations.amd_pin(
+        name=f"AMD's apt pin (o={release_data.apt.origin}, {release_data.apt.pin_priority})",
+        origin=release_data.apt.origin, priority=release_data.apt.pin_priority, path=release_data.apt.pin_files[0],
+        installer_version=version,
+    )
     operations.rocm_stack(
         name=f"amdgpu-install --usecase={pins.AMDGPU_INSTALL_USECASE} --no-dkms (ROCm {release})",
         release=release, build=build, usecase=pins.AMDGPU_INSTALL_USECASE, side_by_side=plan.side_by_side,
         lock_timeout=settings.dpkg_lock_timeout,
     )
     operations.opt_rocm_points_at(name=f"/opt/rocm -> /opt/rocm-{release}", release=release)
+    operations.kernel_driver_packages(name="Kernel packages for the in-box amdgpu driver",
+                                      lock_timeout=settings.dpkg_lock_timeout)
 
 
-@deploy("GPU access")
-def gpu_access():
-    if host_is_stopped():
-        return
-    settings = settings_for(host)
+@stage("GPU access")
+def gpu_access(settings: HostSettings) -> None:
     operations.gpu_groups(name="workstation_users in render and video", users=list(settings.workstation_users))
+    if settings.new_users_gpu_groups:
+        operations.new_user_groups(name="New accounts join render and video (/etc/adduser.conf)",
+                                   groups=list(GPU_GROUPS))

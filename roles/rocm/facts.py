@@ -6,36 +6,7 @@ import shlex
 
 from pyinfra.api import FactBase
 
-from roles.rocm.model import (
-    AMDGPU_LIST,
-    ROCM_LIST,
-    Accounts,
-    RocmInstallation,
-    parse_accounts,
-    parse_installation,
-    parse_list_files,
-)
-
-
-class InstalledRocm(FactBase):
-    """Every ROCm tree under /opt with its .info/version, where /opt/rocm points, and dpkg's rocm-core/rocm packages
-    (single-version names and the multi-version ones such as rocm-core7.2.4)."""
-
-    def command(self) -> str:
-        return (
-            "for d in /opt/rocm-*; do [ -d \"$d\" ] || continue; "
-            "echo \"tree $d $(head -n 1 \"$d/.info/version\" 2>/dev/null)\"; done; "
-            "echo \"opt-rocm $(readlink -e /opt/rocm 2>/dev/null)\"; "
-            "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
-            "'rocm-core*' rocm 'rocm[0-9]*' 2>/dev/null || true"
-        )
-
-    def process(self, output) -> RocmInstallation:
-        return parse_installation(output)
-
-    @staticmethod
-    def default() -> RocmInstallation:
-        return RocmInstallation(trees=(), opt_rocm="", packages=())
+from roles.rocm.model import AMDGPU_LIST, ROCM_LIST, Accounts, parse_accounts, parse_list_files
 
 
 class RocmAptLists(FactBase):
@@ -68,3 +39,37 @@ class GroupAccounts(FactBase):
     @staticmethod
     def default() -> Accounts:
         return Accounts(groups=frozenset(), memberships={})
+
+
+class AptPreferences(FactBase):
+    """The text of /etc/apt/preferences and of the files apt reads in /etc/apt/preferences.d (no extension, or
+    .pref), each after a `==> PATH` line; processed into whether one pins AMD's origin (roles/rocm/driver.py)."""
+
+    def command(self) -> str:
+        return ("for f in /etc/apt/preferences /etc/apt/preferences.d/*; do [ -f \"$f\" ] || continue; "
+                "case \"${f##*/}\" in *.pref|preferences) ;; *.*) continue ;; esac; "
+                "echo \"==> $f\"; cat \"$f\"; echo; done")
+
+    def process(self, output) -> list[str]:
+        return list(output)
+
+    @staticmethod
+    def default() -> list[str]:
+        return []
+
+
+class AdduserConf(FactBase):
+    """/etc/adduser.conf, as it is (None when it does not exist)."""
+
+    def command(self) -> str:
+        return "if [ -f /etc/adduser.conf ]; then echo '==> /etc/adduser.conf'; cat /etc/adduser.conf; fi"
+
+    def process(self, output) -> str | None:
+        lines = list(output)
+        if not lines or lines[0] != "==> /etc/adduser.conf":
+            return None
+        return "\n".join(lines[1:]) + "\n"
+
+    @staticmethod
+    def default() -> None:
+        return None

@@ -1,19 +1,13 @@
-"""ROCm, the pure part: AMD's file names and URLs, what is installed, what the apt lists must say, what to do.
-
-The installed release is read from the host itself — /opt/rocm-*/.info/version and dpkg's record of the `rocm-core`
-and `rocm` meta packages — never from a marker file of ours, so a host provisioned by hand counts as provisioned.
+"""ROCm, the pure part: AMD's file names and URLs, what to do about the installed ROCm (roles/debian/installed_rocm.py
+reads it), what the apt lists must say, and the GPU groups.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from roles import pins
-
-_RELEASE_IN_TEXT = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_PACKAGE_RELEASE = re.compile(r"^(\d+\.\d+\.\d+)\.(\d{5,6})\b")  # 7.2.4.70204-93~24.04 -> 7.2.4, 70204
-INSTALLED_STATES = ("ii", "hi")  # dpkg: wanted install/hold, status installed
+from roles.debian.installed_rocm import RocmInstallation
 
 
 def release_folder(release: str) -> str:
@@ -34,86 +28,6 @@ def installer_file_name(release: str, build: str) -> str:
 def installer_url(base_url: str, release: str, build: str, codename: str) -> str:
     return (f"{base_url.rstrip('/')}/amdgpu-install/{release_folder(release)}/ubuntu/{codename}/"
             f"{installer_file_name(release, build)}")
-
-
-# --- what is installed ------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class RocmTree:
-    path: str  # /opt/rocm-7.2.4
-    release: str  # from its .info/version, else from the directory name; "" when neither says
-
-
-@dataclass(frozen=True)
-class RocmPackage:
-    name: str  # rocm-core, rocm-core7.2.4, rocm, rocm7.2.4
-    version: str
-    status: str  # dpkg's abbreviated status, "ii" when installed
-
-    @property
-    def installed(self) -> bool:
-        return self.status[:2] in INSTALLED_STATES
-
-    @property
-    def release(self) -> str:
-        found = _PACKAGE_RELEASE.match(self.version)
-        return found.group(1) if found else ""
-
-    @property
-    def build(self) -> str:
-        found = _PACKAGE_RELEASE.match(self.version)
-        return found.group(2) if found else ""
-
-    @property
-    def multi_version(self) -> bool:
-        """AMD's multi-version packages carry the release in the name (rocm-core7.2.4)."""
-        return bool(re.search(r"\d+\.\d+\.\d+$", self.name))
-
-
-@dataclass(frozen=True)
-class RocmInstallation:
-    trees: tuple[RocmTree, ...]
-    opt_rocm: str  # where /opt/rocm resolves to ("" when absent)
-    packages: tuple[RocmPackage, ...]
-
-    def releases(self) -> tuple[str, ...]:
-        """Every release that left a trace: a tree under /opt or an installed rocm-core/rocm package."""
-        found = {tree.release for tree in self.trees if tree.release}
-        found.update(p.release for p in self.packages if p.installed and p.release)
-        return tuple(sorted(found, key=lambda r: tuple(int(x) for x in r.split("."))))
-
-    def is_complete(self, release: str, build: str) -> bool:
-        """The release's tree is there and dpkg has its rocm-core and its `rocm` meta package installed."""
-        tree = any(t.release == release and t.path == f"/opt/rocm-{release}" for t in self.trees)
-        installed = [p for p in self.packages if p.installed and p.release == release and p.build == build]
-        core = any(p.name in ("rocm-core", f"rocm-core{release}") for p in installed)
-        meta = any(p.name in ("rocm", f"rocm{release}") for p in installed)
-        return tree and core and meta
-
-    def single_version_release(self) -> str:
-        """The release installed with AMD's unversioned packages (a single-version install), or ""."""
-        for package in self.packages:
-            if package.installed and package.name == "rocm-core":
-                return package.release
-        return ""
-
-
-def parse_installation(lines: list[str]) -> RocmInstallation:
-    """Lines `tree PATH VERSION-TEXT`, `opt-rocm TARGET`, `pkg NAME VERSION STATUS` (see roles/rocm/facts.py)."""
-    trees, packages, opt_rocm = [], [], ""
-    for line in lines:
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "tree" and len(words) >= 2:
-            path = words[1]
-            found = _RELEASE_IN_TEXT.search(" ".join(words[2:])) or _RELEASE_IN_TEXT.search(path.rsplit("/", 1)[-1])
-            trees.append(RocmTree(path=path, release=".".join(found.groups()) if found else ""))
-        elif words[0] == "opt-rocm":
-            opt_rocm = words[1] if len(words) > 1 else ""
-        elif words[0] == "pkg" and len(words) >= 4:
-            packages.append(RocmPackage(name=words[1], version=words[2], status=words[3]))
-    return RocmInstallation(trees=tuple(trees), opt_rocm=opt_rocm, packages=tuple(packages))
 
 
 # --- what to do ------------------------------------------------------------------------------------------------------
@@ -151,6 +65,10 @@ ROCM_LIST = "/etc/apt/sources.list.d/rocm.list"
 AMDGPU_LIST = "/etc/apt/sources.list.d/amdgpu.list"
 # Used only when a list file has no entry whose options could be kept (AMD's manual method uses this keyring).
 DEFAULT_OPTIONS = "[arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg]"
+# Options that switch apt's signature check off for a source (sources.list(5)). apt checks every ROCm package against
+# the keyring the installer deb brought — over plain http the only thing that vouches for them — unless one of these
+# is set to yes: then nothing does, and a mirror (or anyone on the way to an http one) chooses what root installs.
+INSECURE_OPTIONS = ("trusted", "allow-insecure", "allow-weak", "allow-downgrade-to-insecure")
 
 
 @dataclass(frozen=True)
@@ -162,6 +80,29 @@ class AptEntry:
 
     def line(self) -> str:
         return " ".join(part for part in ("deb", self.options, self.url, self.suite, self.components) if part)
+
+
+def _option_words(options: str) -> list[str]:
+    return options.strip()[1:-1].split() if options.strip().startswith("[") else []
+
+
+def _apt_true(value: str) -> bool:
+    """How apt reads a boolean option (apt-pkg's StringToBool): yes/true/with/on/enable, or a non-zero number."""
+    value = value.strip().lower()
+    return value in ("yes", "true", "with", "on", "enable") or (value.isdigit() and int(value) != 0)
+
+
+def insecure_options(options: str) -> list[str]:
+    """The words of `[options]` that switch apt's signature check off (e.g. ["trusted=yes"])."""
+    return [word for word in _option_words(options)
+            if word.partition("=")[0] in INSECURE_OPTIONS and _apt_true(word.partition("=")[2])]
+
+
+def secure_options(options: str) -> str:
+    """`[options]` without those words ("" when none is left)."""
+    bad = insecure_options(options)
+    kept = [word for word in _option_words(options) if word not in bad]
+    return f"[{' '.join(kept)}]" if kept else ""
 
 
 def parse_list_entries(text: str) -> tuple[AptEntry, ...]:
@@ -213,7 +154,8 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
 
     A file is rewritten whole when its entries are not exactly the wanted ones: AMD's 7.2.1 quick start had users fix
     lists that named the wrong release, so a list is never trusted because the installer deb wrote it. The options of
-    the file's first entry (its signed-by keyring) are kept, else those of the other list, else DEFAULT_OPTIONS.
+    the file's first entry (its signed-by keyring) are kept, else those of the other list, else DEFAULT_OPTIONS —
+    less any option that would switch apt's signature check off (INSECURE_OPTIONS): an entry with one is wrong too.
     """
     problems, rewrites = [], {}
     parsed = {path: parse_list_entries(text) for path, text in current.items()}
@@ -222,7 +164,8 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
         entries = parsed.get(path, ())
         have = sorted((e.url, e.suite) for e in entries)
         want = sorted((u, codename) for u in urls)
-        if have == want and all(e.components.split()[:1] == ["main"] for e in entries):
+        unchecked = sorted({word for e in entries for word in insecure_options(e.options)})
+        if have == want and all(e.components.split()[:1] == ["main"] for e in entries) and not unchecked:
             continue
         if path not in current:
             problems.append(f"{path} is missing")
@@ -232,9 +175,10 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
             detail = "; ".join(part for part in (
                 f"unexpected {', '.join(wrong)}" if wrong else "",
                 f"lacks {', '.join(lacking)}" if lacking else "",
+                f"{' '.join(unchecked)} switches off apt's signature check" if unchecked else "",
             ) if part) or "entries without the main component"
             problems.append(f"{path}: {detail}")
-        options = entries[0].options if entries and entries[0].options else any_options
+        options = secure_options(entries[0].options if entries and entries[0].options else any_options)
         lines = [f"# Written by rocm-fleet for ROCm {release} on {codename} (the list amdgpu-install wrote did not match)."]
         lines += [AptEntry(options, url, codename, "main").line() for url in urls]
         rewrites[path] = "\n".join(lines) + "\n"

@@ -9,13 +9,22 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get, with_dpkg_lock_timeout
-from roles.debian_facts import PackageVersions
-from roles.rocm.facts import GroupAccounts, InstalledRocm, RocmAptLists
+from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
+from roles.debian.facts import InstalledRocm, PackageVersions
+from roles.debian.facts import KernelDriver
+from roles.rocm.driver import (
+    ADDUSER_CONF,
+    adduser_conf_update,
+    parse_preference_files,
+    write_file_command,
+    write_pin_command,
+)
+from roles.rocm.facts import AdduserConf, AptPreferences, GroupAccounts, RocmAptLists
 from roles.rocm.model import GPU_GROUPS, check_repositories, wanted_repositories
-from roles.stage_control import fail_command, tell_command
+from roles.stage import fail_command, tell_command
 
 INSTALLER_PACKAGE = "amdgpu-install"
+LIST_PARTIAL_PREFIX = "/etc/apt/.rocm-fleet-list."
 
 
 def installed_installer_version() -> str:
@@ -53,9 +62,10 @@ def amdgpu_repositories(base_url: str, release: str, driver_release: str, codena
         return
     yield tell_command("fixing AMD's apt lists: " + "; ".join(check.problems))
     for path, text in sorted(check.rewrites.items()):
-        temporary = f"{path}.rocm-fleet-new"
-        # Written aside and moved into place: apt never reads a half-written list.
-        yield f"printf %s {shlex.quote(text)} > {shlex.quote(temporary)} && mv {shlex.quote(temporary)} {shlex.quote(path)}"
+        # Written under a private, unpredictable name (two runs at once never share it) in /etc/apt — not in
+        # sources.list.d, whose every file apt reads, or warns about — and moved into place: apt never reads half.
+        yield (f"partial=$(mktemp {LIST_PARTIAL_PREFIX}XXXXXXXX) && printf %s {shlex.quote(text)} > \"$partial\" && "
+               f"chmod 644 \"$partial\" && mv \"$partial\" {shlex.quote(path)}")
     yield apt_get("update", lock_timeout)
 
 
@@ -115,3 +125,53 @@ def gpu_groups(users: list[str]):
             yield f"usermod -a -G {','.join(missing)} {shlex.quote(user)}"
     if not changes:
         host.noop(f"{', '.join(users)} in {' and '.join(GPU_GROUPS)}")
+
+
+@operation()
+def amd_pin(origin: str, priority: int, path: str, installer_version: str):
+    """AMD's apt pin is in place: some preferences file pins `release o=ORIGIN` above the distribution's 500 (the
+    installer deb ships one); when none does, AMD's text is written to `path` again. Without it an upgrade replaces
+    AMD's rocminfo, hipcc, rocm-cmake … with the distribution's higher-numbered ones (ROCm #3656, #6367)."""
+    if installed_installer_version() != installer_version:
+        # Planning on a host without the installer yet: its deb brings the pin; this runs again after it.
+        host.noop(f"AMD's apt pin comes with {INSTALLER_PACKAGE} {installer_version}: checked once it is installed")
+        return
+    state = parse_preference_files(host.get_fact(AptPreferences), origin)
+    if state.present:
+        host.noop(f"AMD's apt pin is in place ({state.amd_pin}: o={origin} above 500)")
+        return
+    yield tell_command(f"AMD's apt pin is missing (no preferences file pins o={origin} above 500): writing {path} "
+                       "again, or an upgrade would replace AMD's packages with the distribution's")
+    yield write_pin_command(path, origin, priority)
+
+
+@operation()
+def kernel_driver_packages(lock_timeout: int):
+    """AMD's kernel prerequisites for the in-box amdgpu driver (--no-dkms): linux-headers-<release> and, where the
+    distribution splits its modules (Ubuntu), linux-modules-extra-<release> — for the running kernel and the one the
+    next boot runs, those apt has. Whether the kernel meta package keeps bringing modules-extra is said either way."""
+    kernels = host.get_fact(KernelDriver)
+    wanted = kernels.driver_packages_wanted()
+    statement = kernels.meta_statement()
+    if not wanted:
+        nxt = f", next boot {kernels.next_boot}" if kernels.next_boot and kernels.next_boot != kernels.running else ""
+        host.noop(f"kernel packages for amdgpu in place (running {kernels.running}{nxt}); {statement}")
+        return
+    yield tell_command(f"installing {', '.join(wanted)} (AMD's prerequisites for the in-box amdgpu driver); "
+                       f"{statement}")
+    yield apt_get("install " + " ".join(shlex.quote(name) for name in wanted), lock_timeout)
+
+
+@operation()
+def new_user_groups(groups: list[str]):
+    """Accounts made later with adduser join `groups` too: ADD_EXTRA_GROUPS=1 and the groups in EXTRA_GROUPS of
+    /etc/adduser.conf (AMD's post-install docs), the groups already listed there kept."""
+    text = host.get_fact(AdduserConf)
+    if text is None:
+        host.noop(f"no {ADDUSER_CONF} (adduser is not installed): accounts are made another way")
+        return
+    updated = adduser_conf_update(text, tuple(groups))
+    if updated is None:
+        host.noop(f"{ADDUSER_CONF}: new accounts join {' and '.join(groups)} (ADD_EXTRA_GROUPS=1)")
+        return
+    yield write_file_command(ADDUSER_CONF, updated)

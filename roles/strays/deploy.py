@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from pyinfra import host
-from pyinfra.api import deploy
-
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.settings import HostSettings
+from roles.stage import stage
 from roles.strays.operations import stray_packages
 from roles.verifier import upload_verifier
 
 
-@deploy("Strays")
-def stray_distro_rocm() -> None:
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
-    settings = settings_for(host)
+@stage("Strays")
+def strays(settings: HostSettings) -> None:
     upload_verifier()
     verb = "purge where nothing needs them" if settings.stray_policy == "remove" else "report"
     stray_packages(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verify.strays import Stray, StraysReport
+from verify.api import Stray, StraysReport
 
 
 @dataclass(frozen=True)

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import shlex
-import weakref
 
 from pyinfra import host, logger
 from pyinfra.api import operation
 
-from roles.apt_commands import apt_get
-from roles.debian_facts import AptRemovalSimulation
-from roles.stage_control import fail_command, tell_command
+from roles.debian.apt_commands import apt_get
+from roles.debian.facts import AptRemovalSimulation
+from roles.run_memory import memory_of
+from roles.stage import fail_command, tell_command
 from roles.strays.facts import STALE, DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
 from roles.verifier import stale_line
-from verify.strays import StraysReport
-
-# state -> host names already reported in this run: the body runs at plan time and again at execution.
-_reported: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+from verify.api import StraysReport
 
 
 def describe(report: StraysReport) -> str:
@@ -29,7 +26,7 @@ def describe(report: StraysReport) -> str:
 def _report_once(report: StraysReport, plan: RemovalPlan | None) -> None:
     """Print each stray (and what is kept, and why) once per host and run, whatever the policy: a report-only run
     changes nothing, so pyinfra itself would show nothing."""
-    seen = _reported.setdefault(host.state, set())
+    seen = memory_of(host.state).strays_reported
     if host.name in seen or not report.strays:
         return
     seen.add(host.name)

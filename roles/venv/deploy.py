@@ -2,7 +2,8 @@
 when the hosts pull it, `wheelhouse_url` / `wheelhouse_serve`), the venv, torch and bitsandbytes.
 
 The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
-runs): a path whose directories another account can write would let that account swap the venv (model.venv_path_problem).
+runs): a path whose directories another account can write would let that account swap the venv
+(roles/debian/path_access.py).
 """
 
 from __future__ import annotations
@@ -10,29 +11,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from pyinfra import host
-from pyinfra.api import deploy
 
 from roles import run_reads
-from roles.settings import settings_for
-from roles.stage_control import host_is_stopped, note, stop
+from roles.debian.facts import VenvPathAccess
+from roles.debian.path_access import venv_path_problem
+from roles.settings import HostSettings
+from roles.stage import stage, stop
 from roles.uploads import Upload, checked_files
-from roles.venv.facts import HostPython3, VenvPathAccess
-from roles.venv.model import venv_path_problem
+from roles.validators import split_address
+from roles.venv.facts import HostPython3
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import REQUIREMENTS, prepare_wheelhouse, wheelhouse_files
-from roles.venv.wheelhouse_pull import PullSource, split_address
+from roles.venv.wheelhouse_pull import PullSource
 
 # Where a host keeps its copy of the wheelhouse (uploaded from the controller; only changed files travel) — in pull
 # mode only its requirements.txt, with the controller's hashes (roles/venv/wheelhouse_pull.py).
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
-@deploy("Venv")
-def python_venv() -> None:
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
-    settings = settings_for(host)
+@stage("Venv")
+def venv(settings: HostSettings) -> None:
     problem = venv_path_problem(settings.venv_path, settings.venv_owner,
                                 run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     if problem:

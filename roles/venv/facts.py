@@ -1,5 +1,5 @@
-"""Facts of the venv stage: the host's python3 (what the wheels must fit), what an existing venv holds, and who can
-write the directories leading to it.
+"""Facts of the venv stage: the host's python3 (what the wheels must fit) and what an existing venv holds (who can
+write the directories leading to it is roles/debian/facts.py's VenvPathAccess, which preflight reads too).
 
 None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
 venv is read as data by the host's own python3 (`python3 -I`: root's interpreter, no PYTHON* variables, no user site,
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.venv.model import HostPython, PathAccess, VenvState, ancestors, parse_path_access
+from roles.venv.model import HostPython, VenvState
 
 _HOST_PYTHON = (
     "import json, os, platform, sys; "
@@ -25,25 +25,51 @@ _HOST_PYTHON = (
     "'glibc': libc[1] if len(libc) == 2 and libc[0] == 'glibc' else None, 'machine': platform.machine()}))"
 )
 
-# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
-_VENV_STATE = r'''
-import json, os, pwd, stat, sys
-venv, owner = sys.argv[1], sys.argv[2]
-LIMIT = 1 << 20
+# verify/safe_read.py's `read_text(path, LIMIT, errors="replace", follow=False)`, the one way verify/ reads a file
+# of the venv, copied as text: the fact below runs alone on the host (`python3 -I -c`), where verify/ is not
+# importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
+# tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
+# verify/stack/venv_layout.MAX_METADATA.
+_READ_TEXT = r'''
+import os, stat
+LIMIT = 16 << 20
 def text(path):
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    handle = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)  # opens nothing: no FIFO wait, no driver
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a regular file")
-        data = b""
-        while len(data) < LIMIT:
-            chunk = os.read(fd, LIMIT - len(data))
+        checked = os.fstat(handle)
+        if not stat.S_ISREG(checked.st_mode):
+            raise OSError("%s: not a regular file" % path)
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+        try:
+            fd = os.open("/proc/self/fd/%d" % handle, flags)  # the inode just checked
+        except FileNotFoundError:
+            fd = os.open(path, flags | os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            raise OSError("%s: replaced while it was being opened" % path)
+        if opened.st_size > LIMIT:
+            raise OSError("%s: %d bytes, more than %d" % (path, opened.st_size, LIMIT))
+        chunks, size = [], 0
+        while size <= LIMIT:
+            chunk = os.read(fd, min(1 << 16, LIMIT + 1 - size))
             if not chunk:
                 break
-            data += chunk
-        return data.decode("utf-8", "replace")
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > LIMIT:
+            raise OSError("%s: more than %d bytes" % (path, LIMIT))
+        return b"".join(chunks).decode("utf-8", "replace")
     finally:
         os.close(fd)
+'''
+
+# Run by the host's python3 with argv [venv, owner]. Prints one JSON object (or null: no venv there).
+_VENV_STATE = _READ_TEXT + r'''
+import json, pwd, sys
+venv, owner = sys.argv[1], sys.argv[2]
 def name_of(uid):
     try:
         return pwd.getpwuid(uid).pw_name
@@ -151,30 +177,3 @@ class VenvContents(FactBase):
         packages = {canonicalize_name(name): version for name, version in data["packages"].items()}
         return VenvState(python=data["python"] or "?", owner=data["owner"] or "?", packages=packages,
                          foreign=data.get("foreign"), broken=data.get("broken"))
-
-
-class VenvPathAccess(FactBase):
-    """Who can write the directories leading to the venv at `path` (see model.venv_path_problem): every existing
-    ancestor of the path as written and of its resolved form, `stat`ed without following it, the owner's uid, and
-    the accounts in each group involved. Shell and coreutils only: it runs in preflight, before python3 may exist."""
-
-    def command(self, path: str, owner: str) -> str:
-        written = " ".join(shlex.quote(directory) for directory in ancestors(path))
-        return (
-            f"p={shlex.quote(path)}; "
-            f"printf 'owner %s\\n' \"$(id -u -- {shlex.quote(owner)} 2>/dev/null)\"; "
-            'r=$(realpath -m -- "$(dirname -- "$p")"); printf \'resolved %s\\n\' "$r"; '
-            f'dirs=$({{ for d in {written}; do printf \'%s\\n\' "$d"; done; d=$r; printf \'%s\\n\' "$d"; '
-            'while [ "$d" != / ]; do d=$(dirname -- "$d"); printf \'%s\\n\' "$d"; done; } | sort -u | '
-            'while IFS= read -r d; do if [ -e "$d" ] || [ -L "$d" ]; then '
-            "stat -c 'dir %u %g %f %U %G %n' -- \"$d\"; fi; done); "
-            'printf \'%s\\n\' "$dirs"; for g in $(printf \'%s\\n\' "$dirs" | cut -d" " -f3 | sort -u); do '
-            'getent group "$g" | sed "s/^/group /"; '
-            'getent passwd | awk -F: -v g="$g" \'$4 == g {print "primary " g " " $1}\'; done'
-        )
-
-    def default(self) -> PathAccess:  # no output at all (e.g. a @fake host): nothing known, nothing refused
-        return PathAccess(owner_uid=None, entries=())
-
-    def process(self, output) -> PathAccess:
-        return parse_path_access(list(output))

@@ -16,9 +16,9 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from roles import run_reads
-from roles.apt_commands import apt_get
-from roles.debian_facts import PackageVersions
-from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
+from roles.debian.apt_commands import apt_get
+from roles.debian.facts import PackageVersions, VenvPathAccess
+from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import describe_installed, plan_venv, unmet
 from roles.venv.wheelhouse_pull import pull_install, serve_command
 

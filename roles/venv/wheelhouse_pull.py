@@ -47,18 +47,6 @@ class PullSource:
         return f"{self.url}/{set_name}/"
 
 
-def split_address(text: str) -> tuple[str, int]:
-    """ "127.0.0.1:8765" -> ("127.0.0.1", 8765); "[::1]:8765" -> ("::1", 8765). ValueError when it is not one."""
-    host, colon, port = text.rpartition(":")
-    if not colon or not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        raise ValueError(text)
-    if host.startswith("["):
-        if not host.endswith("]"):
-            raise ValueError(text)
-        host = host[1:-1]
-    return host, int(port)
-
-
 class WheelhouseServer:
     """One server process (see the module docstring)."""
 

@@ -2,9 +2,12 @@
 
 Changes nothing on the host but the uploaded verifier (`roles.verifier`): the check only reads files and runs the
 venv's python (with -B, so not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv
-another account owns: the verifier runs as root, the code in the venv is its owner's. On the controller it writes reports/<host>.json and, when the
-run ends, the fleet summary (`fleet.py`). A host whose verdict is "fail" is failed with the report's one-line reason;
-pyinfra then runs nothing more on it and exits 1.
+another account owns: the verifier runs as root, the code in the venv is its owner's. The verifier runs only when its
+sha256 is this checkout's (`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads
+strictly). On the controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A
+host passes only on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose
+verdict is "fail" is failed with the report's one-line reason, a host whose output proves nothing with one line saying
+what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
@@ -13,14 +16,13 @@ import shlex
 from pathlib import Path
 
 from pyinfra import host, logger, state
-from pyinfra.api import deploy
 from pyinfra.operations import python, server
 
-from roles.report_history import compare_and_keep, drift_lines
-from roles.settings import HostSettings, settings_for
-from roles.stage_control import host_is_stopped, note
+from roles.settings import HostSettings
+from roles.stage import stage
 from roles.verification.fleet import fleet_summary
-from roles.verification.reports import EXIT_MARKER, failure_line, parse_check_output, save_report
+from roles.verification.report_history import compare_and_keep, drift_lines
+from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, save_report
 from roles.verifier import upload_verifier, verifier_command
 
 
@@ -39,13 +41,32 @@ def check_arguments(settings: HostSettings) -> list[str]:
         arguments.insert(-1, "--no-gpu-required")
     if settings.torch_label:
         arguments[-1:-1] = ["--torch-label", settings.torch_label]
+    if settings.rocm_install == "install":  # ROCm comes from AMD's repositories: their pin and lists are checked
+        arguments.insert(-1, "--expect-amd-repo")
     return arguments
 
 
+def expected_request(settings: HostSettings) -> dict:
+    """The report's "request" for `check_arguments(settings)`: a report answering anything else proves nothing."""
+    return {
+        "venv": settings.venv_path,
+        "expect_rocm": settings.rocm_release,
+        "expect_bitsandbytes": settings.bitsandbytes_version,
+        "device": settings.verify_device,
+        "gpu_required": settings.gpu_required,
+        "static_only": False,
+        "root": "/",
+        "torch_label": settings.torch_label,
+        "expect_amd_repo": settings.rocm_install == "install",
+    }
+
+
 def remote_command(settings: HostSettings) -> str:
-    """The verifier's exit status goes to stdout as a marker, so this step succeeds and the judging happens on the
-    controller with the report in hand (a failed check is a verdict to report, not a broken command)."""
-    return f"{verifier_command(*check_arguments(settings))}; echo {shlex.quote(EXIT_MARKER)}$?"
+    """The host's own name first (the report must carry it), then the report; the verifier's exit status goes to
+    stdout as the last line, so this step succeeds and the judging happens on the controller with the report in hand
+    (a failed check is a verdict to report, not a broken command)."""
+    return (f"echo {shlex.quote(HOST_MARKER)}\"$(uname -n)\"; {verifier_command(*check_arguments(settings))}; "
+            f"echo {shlex.quote(EXIT_MARKER)}$?")
 
 
 def reports_dir_for(settings: HostSettings) -> Path:
@@ -53,36 +74,38 @@ def reports_dir_for(settings: HostSettings) -> Path:
     return path if path.is_absolute() else Path(state.cwd or ".") / path
 
 
-def _collect(state, host, run, reports_dir: str, torch_label: str | None) -> bool:
-    """At execution: parse the verifier's output, save the report, fail the host with one line when it failed."""
+def _collect(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
+    """At execution: judge the verifier's output, save a trustworthy report, fail the host with one line unless the
+    report proves it passed."""
     summary = fleet_summary(state, Path(reports_dir))
-    outcome = parse_check_output(run.stdout, run.stderr)
+    outcome = parse_check_output(run.stdout, run.stderr, request=request)
     saved = None
     if outcome.report is not None:
-        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report))  # before the save
+        # before the save
+        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report, passed=outcome.passed))
         saved = save_report(Path(reports_dir), host.name, outcome.report)
         summary.record_report(host.name, outcome.report, torch_label, drift=drift)
         for line in drift:
             host.log_styled(line, fg="yellow", log_func=logger.warning)
     else:
-        summary.record_no_report(host.name, outcome.error or "no report", torch_label)
+        summary.record_no_report(host.name, f"verification {outcome.error}", torch_label)
     if outcome.failed:
         host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
         return False
-    verdict = outcome.report.get("verdict")
-    host.log_styled(f"verification {verdict}: {outcome.report.get('reason')} (report: {saved})",
+    verdict = outcome.report.verdict
+    host.log_styled(f"verification {verdict}: {outcome.report.reason} (report: {saved})",
                     fg="green" if verdict == "pass" else "yellow", log_func=logger.info)
     return True
 
 
-@deploy("Verify")
-def verify_workstation() -> None:
-    settings = settings_for(host)
-    summary = fleet_summary(state, reports_dir_for(settings))
-    summary.note_label(host.name, settings.torch_label)
-    if host_is_stopped():
-        note("skipped: an earlier stage stopped this host")
-        return
+def join_fleet_summary(settings: HostSettings) -> None:
+    """Register the run's fleet summary (the first host does) and this host's torch label — also on a host an earlier
+    stage stopped, whose row then says where it failed."""
+    fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
+
+
+@stage("Verify", every_host=join_fleet_summary)
+def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
     run = server.shell(
@@ -95,4 +118,5 @@ def verify_workstation() -> None:
         run=run,
         reports_dir=str(reports_dir_for(settings)),
         torch_label=settings.torch_label,
+        request=expected_request(settings),
     )

@@ -11,7 +11,7 @@ handler (`BaseStateCallback`), registered by the verification deploy the first t
 - `operation_host_error` remembers where a host failed, for hosts that never reached verification.
 Hosts in the run that never connected are marked unreachable. Nothing is written for `--dry` (nothing executed).
 A small wrapper script around `pyinfra` would also work, but would not run for the plain
-`pyinfra INVENTORY tasks/verify.py` that issue 6 asks for.
+`pyinfra INVENTORY tasks/verify.py` that re-verifies a fleet after apt upgrades.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Mapping
 
 from pyinfra.api.state import BaseStateCallback
 
@@ -33,6 +32,7 @@ from roles.verification.summary import (
     render_markdown,
     row_for,
 )
+from verify.api import Report
 
 # pyinfra's CLI only prints records of the "pyinfra" logger tree.
 log = logging.getLogger("pyinfra.rocm_fleet.verification")
@@ -45,7 +45,7 @@ class FleetSummary(BaseStateCallback):
     def __init__(self, reports_dir: Path, title: str = "rocm-fleet verification"):
         self.reports_dir = reports_dir
         self.title = title
-        self.reports: dict[str, Mapping[str, Any]] = {}
+        self.reports: dict[str, Report] = {}
         self.no_report: dict[str, str] = {}  # host → why verification gave no report
         self.labels: dict[str, str | None] = {}
         self.drift: dict[str, tuple[str, ...]] = {}
@@ -54,7 +54,7 @@ class FleetSummary(BaseStateCallback):
         self.written: tuple[Path, Path] | None = None
 
     # --- what the verification deploy tells us ----------------------------------------------------------------
-    def record_report(self, host_name: str, report: Mapping[str, Any], torch_label: str | None,
+    def record_report(self, host_name: str, report: Report, torch_label: str | None,
                       drift: tuple[str, ...] = ()) -> None:
         self.drift[host_name] = tuple(drift)
         self.reports[host_name] = report

@@ -1,8 +1,16 @@
-"""Reading what `verify check --json` printed on a host, and keeping it on the controller as reports/<host>.json.
+"""Reading what `verify check --json` printed on a host, judging it, and keeping it on the controller as
+reports/<host>.json.
 
-Pure except `save_report` (one atomic file write). The remote command ends with a marker line carrying the verifier's
-exit status (`rocm-fleet-verify-exit=N`), so the shell step itself always succeeds and the judging happens here,
-with the report in hand: 0/1 come with a report, 2 (bad usage, e.g. no venv) and anything else with stderr only.
+Pure except `save_report` (one atomic file write). The remote command prints three things on stdout, in this order:
+a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON report,
+and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
+succeeds and the judging happens here, with the report in hand.
+
+A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that
+output, one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and the
+verdict its checks give, the question asked of this host answered (`request`), the host's own name in it, and exit
+status 0. A trustworthy report with verdict fail fails the host with the report's reason; anything else fails it with
+one line saying what was wrong and what to do.
 """
 
 from __future__ import annotations
@@ -14,9 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from verify.api import RERUN_FIX, Report, ReportError, judge_report
+
 EXIT_MARKER = "rocm-fleet-verify-exit="
-REPORT_KIND = "rocm-fleet.verify-report"
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)  # 1: before facts.probe_account; still read (last-pass reports, drift)
+HOST_MARKER = "rocm-fleet-verify-host="
+_EXIT_LINE = re.compile(rf"{re.escape(EXIT_MARKER)}(\d{{1,3}})")
+_HOST_LINE = re.compile(rf"{re.escape(HOST_MARKER)}(\S+)")
+_MARKERS = (EXIT_MARKER, HOST_MARKER)
+DID_NOT_RUN, NOT_PROVEN = "did not run", "not proven"
 
 
 @dataclass(frozen=True)
@@ -24,45 +37,93 @@ class CheckRun:
     """One host's verifier run as the controller sees it."""
 
     exit_code: int | None  # None: the marker line never came (the shell or SSH died first)
-    report: Mapping[str, Any] | None
-    error: str | None  # one line when there is no usable report
+    report: Report | None  # only a trustworthy report (verify.report.report.Judgement.trustworthy)
+    error: str | None  # no report: one line, "did not run — …" or "not proven — what was wrong — the fix"
+    passed: bool = False  # the report proves the host passed
 
     @property
     def failed(self) -> bool:
-        return self.report is None or self.report.get("verdict") == "fail"
+        return not self.passed
 
 
-def parse_check_output(stdout: str, stderr: str = "") -> CheckRun:
-    """Split the JSON report from the marker line and check it is a report this controller understands."""
-    lines = stdout.splitlines()
-    exit_code = None
-    body: list[str] = []
-    for line in lines:
-        match = re.fullmatch(rf"\s*{re.escape(EXIT_MARKER)}(\d+)\s*", line)
-        if match:
-            exit_code = int(match.group(1))
-        else:
-            body.append(line)
-    last_error = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), None)
-    text = "\n".join(body).strip()
-    if not text:
-        why = last_error or "no output"
-        status = f"exit status {exit_code}" if exit_code is not None else "no exit status"
-        return CheckRun(exit_code, None, f"the verifier printed no report ({status}): {why}")
-    start = text.find("{")
+class _NotJson(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _NotJson(f"key {next(k for k in keys if keys.count(k) > 1)!r} appears twice in one object")
+    return dict(pairs)
+
+
+def _no_constant(name: str):
+    raise _NotJson(f"{name} is not JSON")
+
+
+def loads_report(text: str) -> Any:
+    """One strict JSON document: no duplicate keys (two parsers could read two different reports), no NaN or
+    Infinity, nothing after it."""
     try:
-        report = json.loads(text[start:]) if start >= 0 else None
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _NotJson as error:
+        raise ValueError(str(error)) from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{error.msg} at line {error.lineno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def parse_check_output(stdout: str, stderr: str = "", *, request: Mapping[str, Any] | None = None) -> CheckRun:
+    """Judge one run's output; `request`: what was asked of the host (`verify check`'s arguments, as the report's
+    "request" states them), None to leave that unchecked (tests of the parsing alone)."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    exits = [m for m in map(_EXIT_LINE.fullmatch, lines) if m]
+    exit_code = int(exits[-1].group(1)) if exits else None
+    last_error = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), None)
+    # JSON never starts a line with a marker (strings are quoted, newlines in them escaped): any such line is one.
+    marker_lines = [line for line in lines if line.startswith(_MARKERS)]
+
+    def refused(problem: str, fix: str = RERUN_FIX) -> CheckRun:
+        return CheckRun(exit_code, None, f"{NOT_PROVEN} — {problem} — {fix}")
+
+    def did_not_run(problem: str) -> CheckRun:
+        return CheckRun(exit_code, None, f"{DID_NOT_RUN} — {problem}")
+
+    if not any(lines):
+        return did_not_run(f"the host printed nothing: {last_error or 'no output'} — {RERUN_FIX}")
+    host_match = _HOST_LINE.fullmatch(lines[0])
+    if host_match is None:
+        return refused("the output does not start with the host's name marker (something else ran, or wrote first)")
+    if not exits or not _EXIT_LINE.fullmatch(lines[-1]):
+        if not any(lines[1:]):
+            return did_not_run(f"the verifier printed nothing and no exit status came back: "
+                               f"{last_error or 'no output'} — {RERUN_FIX}")
+        return refused("the verifier's output does not end with its exit status (it or the connection died before "
+                       "the end)")
+    if len(marker_lines) != 2:
+        return refused(f"the output has {len(marker_lines)} marker lines, not 2 (one host name, one exit status): "
+                       "something besides the verifier wrote them")
+    text = "\n".join(lines[1:-1]).strip()
+    if not text:
+        # 2 is bad usage (e.g. no venv): the verifier's own line on stderr says what to fix.
+        return did_not_run(f"the verifier printed no report (exit status {exit_code}): {last_error or 'no output'}")
+    if not text.startswith("{"):
+        return refused("the verifier printed something else before its report")
+    try:
+        report = loads_report(text)
     except ValueError as error:
-        return CheckRun(exit_code, None, f"the verifier's output is not JSON ({error.msg} at line {error.lineno})")
-    if not isinstance(report, dict) or report.get("kind") != REPORT_KIND:
-        return CheckRun(exit_code, None, "the verifier's output is not a rocm-fleet report")
-    if report.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
-        return CheckRun(
-            exit_code, None,
-            f"report schema_version {report.get('schema_version')!r} is not one this controller reads "
-            f"({', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}) — update the checkout",
-        )
-    return CheckRun(exit_code, report, None)
+        return refused(f"the verifier's output is not one JSON report ({error})")
+    judged = judge_report(report, exit_status=exit_code, hostname=host_match.group(1), request=request)
+    if not judged.trustworthy:
+        return refused(judged.problem, judged.fix)
+    try:
+        typed = Report.from_json(report)
+    except ReportError as error:  # schema-valid, so not expected: still no pass on it
+        return refused(f"the verifier's report cannot be read ({error})")
+    return CheckRun(exit_code, typed, None, passed=judged.passed)
 
 
 def report_filename(host_name: str) -> str:
@@ -70,12 +131,12 @@ def report_filename(host_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "_", host_name).strip("_") + ".json"
 
 
-def save_report(reports_dir: Path, host_name: str, report: Mapping[str, Any]) -> Path:
+def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
     """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
     reports_dir.mkdir(parents=True, exist_ok=True)
     target = reports_dir / report_filename(host_name)
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
     os.replace(partial, target)
     return target
 
@@ -83,6 +144,6 @@ def save_report(reports_dir: Path, host_name: str, report: Mapping[str, Any]) ->
 def failure_line(host_name: str, run: CheckRun, saved: Path | None) -> str:
     """The one line a failed host is failed with."""
     if run.report is None:
-        return f"{host_name}: verification did not run — {run.error}"
+        return f"{host_name}: verification {run.error}"
     where = f" (report: {saved})" if saved else ""
-    return f"{host_name}: verification failed — {run.report.get('reason')}{where}"
+    return f"{host_name}: verification failed — {run.report.reason}{where}"

@@ -3,121 +3,133 @@
 Pure: takes the hosts' outcomes (their reports, or why there is none) and returns text. Columns: host, OS, ROCm,
 torch (with the inventory's `torch_label` when set, e.g. a CPU stand-in for the ROCm wheel), bitsandbytes, GPUs and
 their archs, linkage, strays, NF4 error, verdict with its one-line reason. Hosts with no report are marked
-UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why).
+UNREACHABLE (never connected) or NOT VERIFIED (failed before or while verifying, with where and why); so is a host
+whose report does not prove what it says (verify/report/report.py `judge_report`, the rule the verification stage
+applies): a row says PASS or WARN only for a report that proves it.
 """
 
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable
+
+from verify.api import PASS, Report
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
 COLUMNS = ("Host", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Linkage", "Strays", "NF4 error", "Verdict")
+NONE = "—"
 
 
 @dataclass(frozen=True)
 class HostOutcome:
     host: str
     state: str  # VERIFIED | UNREACHABLE | NOT_VERIFIED
-    report: Mapping[str, Any] | None = None
+    report: Report | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/report_history.py)
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (roles/verification/report_history.py)
 
 
 @dataclass(frozen=True)
 class Row:
     host: str
-    cells: tuple[str, ...]  # one per COLUMNS entry after "Host"
     verdict: str  # PASS | WARN | FAIL | UNREACHABLE | NOT VERIFIED
     reason: str
-    problems: tuple[str, ...]  # failing and warning checks, one line each
+    torch: str = NONE
+    os: str = NONE
+    rocm: str = NONE
+    bitsandbytes: str = NONE
+    gpus: str = NONE
+    linkage: str = NONE
+    strays: str = NONE
+    nf4: str = NONE
+    problems: tuple[str, ...] = ()  # failing and warning checks, and the drift, one line each
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """One per COLUMNS entry after "Host"."""
+        return (self.os, self.rocm, self.torch, self.bitsandbytes, self.gpus, self.linkage, self.strays, self.nf4,
+                self.verdict)
 
 
-def _gpus(facts: Mapping[str, Any]) -> str:
-    gpus = facts.get("gpus")
-    mode = facts.get("device_mode")
+def _gpus(report: Report) -> str:
+    gpus, mode = report.facts.gpus, report.facts.device_mode
     if gpus is None:
         return "not probed"
     if not gpus:
         return "none (CPU run)" if mode == "cpu" else "none"
-    archs = ", ".join(f"{g.get('arch') or '?'}{'' if g.get('supported') else ' ⚠'}" for g in gpus)
+    archs = ", ".join(f"{g.arch or '?'}{'' if g.supported else ' ⚠'}" for g in gpus)
     note = " — CPU run" if mode == "cpu" else ""
     return f"{len(gpus)} ({archs}){note}"
 
 
-def _nf4(facts: Mapping[str, Any]) -> str:
-    runs = facts.get("nf4") or []
+def _nf4(report: Report) -> str:
+    runs = report.facts.nf4
     if not runs:
         return "not run"
     parts = []
     for run in runs:
-        value = run.get("roundtrip_mean_abs_error")
+        value = run.roundtrip_mean_abs_error
         number = f"{value:.4f}" if isinstance(value, (int, float)) else "—"
-        where = run.get("device") or "?"
-        flag = "" if run.get("status") == "pass" else " ✗"
-        parts.append(f"{where} {number}{flag}")
+        flag = "" if run.status == PASS else " ✗"
+        parts.append(f"{run.device or '?'} {number}{flag}")
     text = ", ".join(parts)
-    if not any(run.get("gpu_pass") for run in runs):
+    if not any(run.gpu_pass for run in runs):
         text += " (CPU, not a GPU pass)"
     return text
 
 
-def _strays(facts: Mapping[str, Any]) -> str:
-    strays = facts.get("strays")
+def _strays(report: Report) -> str:
+    strays = report.facts.strays
     if strays is None:
         return "not checked"
-    if not strays.get("count"):
+    if not strays.count:
         return "none"
-    risky = set(strays.get("binding_risk") or [])
+    risky = set(strays.binding_risk)
     # The packages that ship a SONAME a ROCm 7.2 consumer could bind to matter most: list them first, so the cut
     # to four names never hides one behind "+N".
-    names = sorted(strays.get("packages") or [], key=lambda name: name not in risky)
+    names = sorted(strays.packages, key=lambda name: name not in risky)
     shown = ", ".join(f"{n}{' ⚠' if n in risky else ''}" for n in names[:4])
     more = f" +{len(names) - 4}" if len(names) > 4 else ""
-    return f"{strays['count']}: {shown}{more}"
+    return f"{strays.count}: {shown}{more}"
 
 
-def _linkage(facts: Mapping[str, Any]) -> str:
-    linkage = facts.get("linkage")
+def _linkage(report: Report) -> str:
+    linkage = report.facts.linkage
     if not linkage:
         return "not checked"
-    status = linkage.get("status", "?").upper()
-    detail = linkage.get("short") or linkage.get("reason") or ""
-    return f"{status}: {detail}" if detail else status
+    detail = linkage.short or linkage.reason
+    return f"{linkage.status.upper()}: {detail}" if detail else linkage.status.upper()
 
 
 def row_for(outcome: HostOutcome) -> Row:
     report = outcome.report
+    judged = report.judge() if report is not None else None
+    if judged is not None and not judged.trustworthy:
+        report, outcome = None, HostOutcome(outcome.host, NOT_VERIFIED, detail=f"not proven — {judged.line()}",
+                                            torch_label=outcome.torch_label)
     if report is None:
         verdict = "UNREACHABLE" if outcome.state == UNREACHABLE else "NOT VERIFIED"
         reason = outcome.detail or ("could not connect" if outcome.state == UNREACHABLE else "no report")
-        torch = outcome.torch_label or "—"
-        return Row(outcome.host, ("—", "—", torch, "—", "—", "—", "—", "—", verdict), verdict, reason, ())
-    facts = report.get("facts") or {}
-    torch = facts.get("torch") or "not installed"
-    label = (report.get("request") or {}).get("torch_label") or outcome.torch_label
+        return Row(outcome.host, verdict, reason, torch=outcome.torch_label or NONE)
+    torch = report.facts.torch or "not installed"
+    label = report.request.torch_label or outcome.torch_label
     if label:
         torch = f"{torch} ({label})"
-    problems = tuple(
-        f"{c['status'].upper()} {c['id']}: {c['reason']}"
-        for c in report.get("checks", [])
-        if c.get("status") in ("fail", "warn")
-    ) + tuple(outcome.drift)
-    verdict = str(report.get("verdict", "fail")).upper()
-    cells = (
-        (report.get("host") or {}).get("os") or "?",
-        facts.get("rocm") or "none",
-        torch,
-        facts.get("bitsandbytes") or "not installed",
-        _gpus(facts),
-        _linkage(facts),
-        _strays(facts),
-        _nf4(facts),
-        verdict,
+    return Row(
+        # judged: PASS and WARN only where the report proves them
+        outcome.host, report.verdict.upper(), report.reason,
+        torch=torch,
+        os=report.host.os or "?",
+        rocm=report.facts.rocm or "none",
+        bitsandbytes=report.facts.bitsandbytes or "not installed",
+        gpus=_gpus(report),
+        linkage=_linkage(report),
+        strays=_strays(report),
+        nf4=_nf4(report),
+        problems=tuple(check.line for check in report.problems) + tuple(outcome.drift),
     )
-    return Row(outcome.host, cells, verdict, str(report.get("reason", "")), problems)
 
 
 def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from tests.e2e.conftest import HOSTS, PLAIN, STANDIN, STRAYS
 from tests.support.fleet_deploy import deploy, host_lines, summary_row
 from tests.support.standin_rocm_tree import MARKER
 from tests.support.verify_runs import check_by_id
-from verify.lddview import parse_ldd_output
+from verify.ld.lddview import parse_ldd_output
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]

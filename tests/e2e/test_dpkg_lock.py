@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
-from tests.support.fleet_checks import rooted_processes
+from tests.support.fleet_checks import kernel_stack, rooted_processes
 from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_row
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
@@ -43,7 +43,7 @@ def locked_host(deployed):
 
 
 def test_a_lock_held_past_the_timeout_fails_that_host_with_one_line_and_the_others_go_on(deployed, locked_host):
-    with locked_host.hold_dpkg_lock(seconds=600):
+    with locked_host.hold_dpkg_lock():  # until the deploy is done, however long that takes
         run = deploy(deployed.fleet.inventory, "deploy.py", "dpkg_lock_timeout=5")
     assert run.returncode == 1, run.explain()
     lines = host_lines(run.log, LOCKED)
@@ -61,35 +61,39 @@ def test_a_lock_held_past_the_timeout_fails_that_host_with_one_line_and_the_othe
         assert any(line.startswith(f"{name}: verification failed — ") for line in host_lines(run.log, name))
 
 
-def _waiting_apt(host, deadline: float, seconds: float = 3) -> int | None:
-    """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it has run for `seconds` — while
-    the lock is held it can only be waiting for it (apt takes the dpkg locks before doing anything else). Not apt's
-    "Waiting for cache lock" lines: apt may not print them (see roles/apt_commands.py)."""
-    first_seen: dict[int, float] = {}
-    while time.monotonic() < deadline:
+def _waiting_apt(host, deploy_run: subprocess.Popen) -> int | None:
+    """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it waits for the lock — asleep in
+    the kernel's nanosleep: apt takes the dpkg locks before it does anything else, and while they are held it only
+    sleeps between its attempts (apt-get sleeps nowhere else). None if the deploy ends without one.
+    Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py); and not a number of
+    seconds that apt has been running: on a loaded machine it may still be starting after them."""
+    def waiting_or_ended() -> int | str | None:
         for process in rooted_processes(host.root):
             argv = process.argv
             if argv and argv[0].endswith("apt-get") and "install" in argv and "python3-venv" in argv:
-                seen = first_seen.setdefault(process.pid, time.monotonic())
-                if time.monotonic() - seen >= seconds:
+                if "nanosleep" in kernel_stack(process.pid):
                     return process.pid
-        time.sleep(0.5)
-    return None
+        return "ended" if deploy_run.poll() is not None else None
+
+    found = wait_for(waiting_or_ended, "the deploy's apt to wait for the lock, or the deploy to end", poll_s=0.2,
+                     hang_guard_s=None)  # the deploy ends by itself; pytest-timeout is the hang guard
+    return found if isinstance(found, int) else None
 
 
 def test_a_lock_let_go_within_the_timeout_is_waited_for_and_the_deploy_goes_on(deployed, locked_host):
-    holder = locked_host.hold_dpkg_lock(seconds=600)
+    holder = locked_host.hold_dpkg_lock()
     process = start_deploy(deployed.fleet.inventory, "deploy.py", "dpkg_lock_timeout=240")
     try:
-        waiting = _waiting_apt(locked_host, time.monotonic() + 300)
+        waiting = _waiting_apt(locked_host, process)
         still_held = holder.holding()
     finally:
         holder.release()  # apt is waiting on it now: let go, and the deploy must go on
     try:
-        stdout, stderr = process.communicate(timeout=900)
-    except subprocess.TimeoutExpired:
-        process.kill()
         stdout, stderr = process.communicate()
+    except BaseException:  # (pytest-timeout, Ctrl-C): no deploy may outlive the test
+        process.kill()
+        process.communicate()
+        raise
     run = finished(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr))
     assert waiting, run.explain()  # the deploy's apt was there, waiting …
     assert still_held  # … on our holder, not on nothing

@@ -85,3 +85,19 @@ def test_libraries_missing_beyond_bitsandbytes_rocm_ones_are_a_surprise(no_rocm)
     linkage["evidence"]["missing"].append("libstdc++.so.6 (needed by …) not found")
     assert judge_host("ws1", report).surprises == (
         "linkage.static: libbitsandbytes_rocm72.so also misses libstdc++.so.6, which no ROCm provides",)
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r.update(verdict="pass"), "the report's verdict 'pass' is not what its checks give"),
+    (lambda r: r.update(verdict="FAIL"),
+     "the report does not match verify/report/report_schema.json (verdict: 'FAIL'"),
+    (lambda r: r["host"].pop("hostname"),
+     "the report does not match verify/report/report_schema.json (host: 'hostname' is"),
+])
+def test_a_report_that_proves_nothing_is_a_surprise(no_rocm, change, words):
+    """The demo judges reports with verify/report/report.py's rule too: a damaged or edited report is not the expected
+    one, whatever its checks say."""
+    report = copy.deepcopy(no_rocm)
+    change(report)
+    [surprise] = judge_host("ws1", report).surprises
+    assert surprise.startswith(f"the report proves nothing: {words}"), surprise

@@ -21,27 +21,31 @@ from localfleet.layout import Layout
 from localfleet.ports import free_port
 
 from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
+from ..support.waiting import blocked_on_flock, wait_for
 from .conftest import real_fleet
 
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 
-# A process that owns a fleet (as a test session does) and prints its ports once it is up.
+# A process that owns a fleet (as a test session does), prints its ports once it is up, and keeps it until its stdin
+# closes (the test ends it) or a signal unwinds it. Ctrl-C raises KeyboardInterrupt in it as in a terminal, also when
+# the test runner was started with SIGINT ignored (a background job: children inherit that).
 OWNER = """
-import sys, time
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from localfleet import Fleet
 with Fleet.up(n=1, name=sys.argv[1]) as fleet:
     print(" ".join(str(h.port) for h in fleet.hosts), flush=True)
-    time.sleep(600)
+    sys.stdin.read()
 """
 
 
 def pyinfra(inventory, *args):
-    return subprocess.run([PYINFRA, str(inventory), *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([PYINFRA, str(inventory), *args], capture_output=True, text=True)
 
 
 def start_owner(name):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, name], stdout=subprocess.PIPE, text=True,
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              cwd=Path(fleet_module.__file__).parents[1])
     ports = [int(p) for p in owner.stdout.readline().split()]
     assert ports, "the owner process did not bring its fleet up"
@@ -65,10 +69,9 @@ def test_a_waiter_on_a_lock_file_deleted_by_down_still_excludes_everyone_else(tm
     with fleet_module._fleet_lock(layout, "f1"):
         thread = threading.Thread(target=waiter)
         thread.start()
-        thread.join(0.3)
-        assert thread.is_alive()  # blocked behind us
+        wait_for(lambda: blocked_on_flock(layout.fleet_lock("f1")), "the waiter to block on the lock file")
         fleet_module._drop_fleet_lock(layout, "f1")  # what down does, lock held
-    thread.join(10)
+    thread.join()
     assert seen == [(True, False)]
 
 
@@ -165,7 +168,7 @@ def test_a_name_in_use_by_a_live_owner_is_refused_and_ctrl_c_in_the_owner_tears_
             Fleet.up(n=1, name=name)
         assert processes_inside(fleet_dir)  # refused without touching it
         owner.send_signal(signal.SIGINT)
-        owner.wait(60)
+        owner.wait()  # its teardown, however long the machine makes it
     finally:
         owner.kill()
         owner.wait()

@@ -41,7 +41,7 @@ def test_ssh_checks_each_host_key_strictly(fleet, tmp_path):
     wrong = tmp_path / "known_hosts"
     wrong.write_text(f"[127.0.0.1]:{ws1.port} {ws2_key}\n")
     argv = [a if not a.startswith("UserKnownHostsFile=") else f"UserKnownHostsFile={wrong}" for a in ws1.ssh_argv()]
-    done = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run([*argv, "true"], capture_output=True, text=True)
     assert done.returncode == 255 and "Host key verification failed" in done.stderr
 
 
@@ -61,9 +61,9 @@ def test_a_stopped_sshd_refuses_connections_and_starts_again_on_the_same_port(fl
 def test_a_held_dpkg_lock_makes_apt_fail_naming_the_holder(fleet):
     ws1 = fleet.host("ws1")
     # Takes the locks, changes nothing. No lock timeout: apt then names the holder in an error line (after a wait it
-    # does so only in progress lines, which it may not print; see roles/apt_commands.py).
+    # does so only in progress lines, which it may not print; see roles/debian/apt_commands.py).
     apt = ["apt-get", "-y", "-o", "DPkg::Lock::Timeout=0", "autoremove"]
-    with ws1.hold_dpkg_lock(seconds=120) as lock:
+    with ws1.hold_dpkg_lock() as lock:
         assert lock.holding()
         done = ws1.run(apt, check=False)
         assert done.returncode == 100
@@ -71,14 +71,14 @@ def test_a_held_dpkg_lock_makes_apt_fail_naming_the_holder(fleet):
                          rf"It is held by process {lock.pid} \(python3\)", done.stderr), done.stderr
         assert "Unable to acquire the dpkg frontend lock" in done.stderr
         with pytest.raises(FleetError, match="ws1: could not take the dpkg lock"):
-            ws1.hold_dpkg_lock(seconds=5)
+            ws1.hold_dpkg_lock()
     assert not lock.holding()
     assert ws1.run(apt).returncode == 0  # released
 
 
 def test_a_lock_holder_left_running_is_stopped_by_teardown(fleet):
     """Not released on purpose: the module fixture's teardown must stop it (it asserts nothing is left)."""
-    lock = fleet.host("ws2").hold_dpkg_lock(seconds=600)
+    lock = fleet.host("ws2").hold_dpkg_lock()
     assert any(f"{lock.pid} (python3" in p for p in processes_inside(fleet.directory))
 
 

@@ -24,7 +24,7 @@ def _tree_with_mounts_and_a_process(tree):
     (tree / "dev" / "pts").mkdir()
     mount("devpts", tree / "dev" / "pts", "devpts", 0, "newinstance")
     # A process rooted in the tree that also keeps a mount busy (its cwd is in it).
-    holder = chrooted_python(tree, "os.chdir('/dev'); print('in', flush=True); time.sleep(60)")
+    holder = chrooted_python(tree, "os.chdir('/dev'); print('in', flush=True); signal.pause()")
     assert holder.stdout.readline() == "in\n"
     return holder
 
@@ -47,7 +47,7 @@ def test_a_mount_kept_busy_from_outside_the_tree_is_detached_lazily_with_a_warni
     mount("tmpfs", tree / "data", "tmpfs")
     # Root "/", cwd inside the mount: not a process of the tree, so release_tree must not kill it, but it makes
     # a plain umount fail with EBUSY.
-    outsider = subprocess.Popen([sys.executable, "-c", "import time; print('in', flush=True); time.sleep(60)"],
+    outsider = subprocess.Popen([sys.executable, "-c", "import signal; print('in', flush=True); signal.pause()"],
                                 cwd=tree / "data", stdout=subprocess.PIPE, text=True)
     try:
         assert outsider.stdout.readline() == "in\n"

@@ -12,7 +12,8 @@ from pyinfra.context import ctx_host, ctx_state
 
 from roles import run_reads
 from roles.venv import operations
-from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
+from roles.debian.facts import VenvPathAccess
+from roles.venv.facts import HostPython3, VenvContents
 from tests.support.operation_cases import OutputHost, render
 
 VENV = "/opt/rocm-fleet/venv"

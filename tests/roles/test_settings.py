@@ -4,6 +4,7 @@ bad data refuses the whole run with one line naming host, key and fix, and no co
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,8 @@ import pytest
 
 from roles import pins
 from roles.settings import KEYS, SCHEMA, HostSettings, check_data, markdown_table
+from roles.validators import PLAIN_CHARACTERS
+from tests.support.extra_release import extra_release
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -48,8 +51,11 @@ def test_valid_data_is_normalised():
     ({"rocm_release": "7.2"}, "rocm_release", "got '7.2', expected a release as MAJOR.MINOR.PATCH such as '7.2.4'"),
     ({"rocm_build": 70204}, "rocm_build", "got the number 70204, expected a string such as '70204' (on the command "
                                           "line, quote it twice: --data rocm_build='\"70204\"')"),
-    ({"rocm_release": "7.2.3"}, "rocm_build",
-     "'70204' does not match rocm_release '7.2.3', whose build number is '70203': set both together"),
+    ({"rocm_release": "7.2.3"}, "rocm_release",
+     "got '7.2.3', a ROCm release this checkout does not know — known: 7.2.4 (a release is added as "
+     "verify/stack/releases/7.2.3.json)"),
+    ({"rocm_build": "70205"}, "rocm_build",
+     "'70205' does not match rocm_release '7.2.4', whose build number is '70204': set both together"),
     ({"repo_radeon_base_url": "repo.radeon.com"}, "repo_radeon_base_url",
      "got 'repo.radeon.com', expected an http(s) URL such as 'https://repo.radeon.com'"),
     ({"venv_path": "opt/venv"}, "venv_path",
@@ -106,6 +112,136 @@ def test_pull_mode_settings_pass_with_a_wheelhouse():
     assert problems == ()
     assert (settings.wheelhouse_serve, settings.wheelhouse_url) == ("0.0.0.0:8765", "http://controller.lab:8765")
     assert _problems({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765"}) == []
+
+
+# --- one character policy for what reaches a host (venv_path, the URLs, bitsandbytes_version) -------------------------
+
+PATH_POLICY = ("a path may hold only ASCII letters, digits and _ @ % + = : , . / - — use a directory whose path has "
+               "only those, e.g. '/opt/rocm-fleet/venv'")
+
+
+@pytest.mark.parametrize(("venv_path", "named"), [
+    ("/opt/a b", "a space at character 7"),
+    ("/opt/a\tb", "a tab (U+0009) at character 7"),
+    ("/opt/a\nb", "a line feed (U+000A) at character 7"),
+    ("/opt/a\rb", "a carriage return (U+000D) at character 7"),
+    ("/opt/\x1b[31mred", "an escape character (U+001B) at character 6"),
+    ("/opt/a\x01b", "the control character U+0001 at character 7"),
+    ("/opt/a\x7fb", "the control character U+007F at character 7"),
+    ("/opt/it's", "a single quote (') at character 8"),
+    ('/opt/say"hi"', 'a double quote (") at character 9'),
+    ("/opt/$(touch /tmp/pwned)", "'$' at character 6"),
+    ("/opt/`id`", "a backquote (`) at character 6"),
+    ("/opt/${HOME}", "'$' at character 6"),
+    ("/opt/a;b", "';' at character 7"),
+    ("/opt/a&b", "'&' at character 7"),
+    ("/opt/a|b", "'|' at character 7"),
+    ("/opt/a>b", "'>' at character 7"),
+    ("/opt/v*", "'*' at character 7"),
+    ("/opt/v?", "'?' at character 7"),
+    ("/opt/[v]", "'[' at character 6"),
+    ("/opt/~v", "'~' at character 6"),
+    ("/opt/a\\b", "'\\\\' at character 7"),
+    ("/opt/a#b", "'#' at character 7"),
+    ("/opt/café", "the non-ASCII character 'é' (U+00E9) at character 9"),
+    ("/opt/a\u00a0b", "the non-ASCII character (U+00A0) at character 7"),  # a no-break space: not printable
+    ("/opt/\u0432\u0435\u043d\u0432", "the non-ASCII character 'в' (U+0432) at character 6"),
+])
+def test_each_character_outside_the_policy_is_named_with_its_position(venv_path, named):
+    """Each class of character a shell, apt's configuration or sources.list syntax, df's output or a terminal could
+    misread: one problem, naming the character, where it is, and the fix."""
+    assert _problems({"venv_path": venv_path}) == [
+        ("venv_path", f"got {venv_path!r}, which has {named}: {PATH_POLICY}")]
+
+
+@pytest.mark.parametrize(("data", "key", "named"), [
+    ({"repo_radeon_base_url": "https://mirror.lab/amd radeon"}, "repo_radeon_base_url", "a space at character 23"),
+    ({"repo_radeon_base_url": "https://mirror.lab/radeon#main"}, "repo_radeon_base_url", "'#' at character 26"),
+    ({"repo_radeon_base_url": "https://mirror.lab/radeon?x=1"}, "repo_radeon_base_url", "'?' at character 26"),
+    ({"repo_radeon_base_url": "https://spiegel.bücher.de"}, "repo_radeon_base_url",
+     "the non-ASCII character 'ü' (U+00FC) at character 18"),
+    ({"torch_index_url": "https://idx.lab/$(id)"}, "torch_index_url", "'$' at character 17"),
+    ({"torch_index_url": "https://idx.lab/whl\n"}, "torch_index_url", "a line feed (U+000A) at character 20"),
+])
+def test_urls_follow_the_same_policy_and_say_how_to_encode(data, key, named):
+    [(found, detail)] = _problems(data)
+    assert found == key
+    assert detail == (f"got {data[key]!r}, which has {named}: a URL may hold only ASCII letters, digits and "
+                      "_ @ % + = : , . / - — write that character percent-encoded (a space as %20)")
+
+
+def test_a_percent_encoded_url_and_plain_paths_pass():
+    settings, problems = check_data("ws-01", {"repo_radeon_base_url": "https://mirror.lab/amd%20radeon",
+                                              "venv_path": "/srv/ml-team/venv_3.11+rocm@7.2,a=b:c",
+                                              "bitsandbytes_version": "0.50.1"})
+    assert problems == ()
+    assert settings.repo_radeon_base_url == "https://mirror.lab/amd%20radeon"
+
+
+def test_a_version_that_reaches_the_host_follows_the_policy():
+    # packaging accepts surrounding whitespace; the apt hook's line and the verifier's arguments must not get it.
+    assert _problems({"bitsandbytes_version": "0.50.1 "}) == [(
+        "bitsandbytes_version", "got '0.50.1 ', which has a space at character 7: a version may hold only ASCII "
+                                "letters, digits and _ @ % + = : , . / - — write it as '0.50.1'")]
+
+
+def test_controller_paths_and_labels_may_hold_spaces_and_letters_but_no_control_characters():
+    """No host command carries them (reports are written and the wheelhouse read by the controller's Python), so a
+    checkout under "My Projects" works; a control character would break their one-line messages or drive a terminal."""
+    settings, problems = check_data("ws-01", {"reports_dir": "/home/maría/My Reports",
+                                              "wheelhouse": "/home/maría/My Wheels", "torch_label": "torch — CPU"})
+    assert problems == ()
+    assert (settings.reports_dir, settings.wheelhouse) == ("/home/maría/My Reports", "/home/maría/My Wheels")
+    assert _problems({"reports_dir": "rep\x1b]0;owned\x07"}) == [
+        ("reports_dir", "got 'rep\\x1b]0;owned\\x07', which has an escape character (U+001B), expected a directory on "
+                        "the controller such as 'reports'")]
+    assert _problems({"torch_label": "cpu\rFAKE PASS"}) == [
+        ("torch_label", "got 'cpu\\rFAKE PASS', which has a carriage return (U+000D), expected one line of printable "
+                        "text, or None")]
+    assert [k for k, _ in _problems({"wheelhouse": "/srv/w\nx"})] == ["wheelhouse"]
+
+
+def test_the_policy_is_exactly_what_shlex_leaves_unquoted():
+    """So a value that passed is one word in every shell command built from it, with or without shlex.quote."""
+    for code in range(0x3000):
+        char = chr(code)
+        assert (char in PLAIN_CHARACTERS) == (shlex.quote(char) == char), repr(char)
+
+
+# --- plain http: the installer deb's sha256 is the root of trust -------------------------------------------------------
+
+HTTP_WITHOUT_SHA256 = ("'http://mirror.lab/radeon' is plain http and amdgpu_install_sha256 is None: nothing would "
+                       "check amdgpu-install_7.2.4.70204-1_all.deb, which brings the keyring apt trusts for every ROCm "
+                       "package — set amdgpu_install_sha256 (sha256sum of that deb from repo.radeon.com), or use an "
+                       "https mirror")
+
+
+def test_an_http_mirror_without_the_installers_sha256_is_refused():
+    assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"}) == [
+        ("repo_radeon_base_url", HTTP_WITHOUT_SHA256)]
+    # Named with the release actually asked for (a known one: a release is what has a file in verify/stack/releases/).
+    with extra_release("7.2.5", "70205"):
+        [(_, detail)] = _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "rocm_release": "7.2.5",
+                                   "rocm_build": "70205"})
+    assert "amdgpu-install_7.2.5.70205-1_all.deb" in detail
+
+
+def test_an_http_mirror_with_the_sha256_and_an_https_one_without_pass():
+    assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon", "amdgpu_install_sha256": "ab" * 32}) == []
+    assert _problems({"repo_radeon_base_url": "https://mirror.lab/radeon"}) == []
+
+
+def test_an_http_mirror_passes_when_pins_hold_the_sha256_for_every_codename(monkeypatch):
+    monkeypatch.setattr(pins, "AMDGPU_INSTALL_SHA256", {"jammy": "ab" * 32})
+    assert [k for k, _ in _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"})] == [
+        "repo_radeon_base_url"]  # noble is missing: an Ubuntu 24.04 host would download it unchecked
+    monkeypatch.setattr(pins, "AMDGPU_INSTALL_SHA256", {"jammy": "ab" * 32, "noble": "cd" * 32})
+    assert _problems({"repo_radeon_base_url": "http://mirror.lab/radeon"}) == []
+
+
+def test_a_build_number_not_in_amds_form_names_the_form():
+    assert _problems({"rocm_build": "7024"}) == [
+        ("rocm_build", "got '7024', expected AMD's build number (major*10000 + minor*100 + patch) such as '70204'")]
 
 
 def test_pyinfra_keys_and_unrelated_keys_pass():
@@ -166,6 +302,27 @@ def test_cli_refuses_the_whole_run_before_any_command_runs(tmp_path, task):
                               "expected a string such as '7.2.4' (on the command line, quote it twice: "
                               "--data rocm_release='\"7.2.4\"')")
     # -vv echoes every command sent to a host (">>> …"), facts included: there must be none, on any host.
+    assert ">>>" not in output, output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("venv_path", "named"), [("/opt/a b", "a space at character 7"),
+                                                  ("/opt/$(touch /tmp/pwned)", "'$' at character 6"),
+                                                  ("/opt/caf\u00e9", "the non-ASCII character 'é' (U+00E9) at character 9")])
+def test_cli_refuses_a_path_outside_the_policy_before_any_command_runs(tmp_path, venv_path, named):
+    """Before, these passed validation and stopped the run only at the apt hook stage, after a venv was built there
+    (and `/opt/a b` stopped the preflight first, with a misleading df message)."""
+    inventory = _inventory(tmp_path, f"""
+        hosts = [("@fake/ws-01", {{"fake_delay": 0, "fake_delay_jitter": 0, "gpu_required": False,
+                                   "venv_path": {venv_path!r}}})]
+    """)
+    done = _pyinfra(str(inventory), "deploy.py", "-y", "-vv")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    errors = [line for line in output.splitlines() if "pyinfra error" in line]
+    assert len(errors) == 1, output
+    assert errors[0].endswith(f"inventory data of host @fake/ws-01, key venv_path (host data): got {venv_path!r}, "
+                              f"which has {named}: {PATH_POLICY}")
     assert ">>>" not in output, output
 
 

@@ -42,14 +42,34 @@ def test_archive_is_reproducible_and_complete():
     assert verifier.verifier_sha256() == hashlib.sha256(first).hexdigest()
     with zipfile.ZipFile(io.BytesIO(first)) as opened:
         names = set(opened.namelist())
-    assert {"__main__.py", "verify/cli.py", "verify/strays.py", "elftools/elf/elffile.py"} <= names
+    assert {"__main__.py", "verify/cli.py", "verify/debian/strays.py", "elftools/elf/elffile.py"} <= names
+    assert {"verify/report/report_schema.json", "verify/checks/runtime_probe.py", "verify/stack/releases/7.2.4.json",
+            "verify/commands/apt_hook.py"} <= names  # data files and the apt hook's entry, in their packages
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+
+
+def test_the_archives_data_files_are_read_from_inside_it(tmp_path):
+    """The report schema, the runtime probe's source and the release files are package data read with
+    importlib.resources: from the archive, with the system's bare python3, they come out of the zip itself."""
+    archive = tmp_path / "verify.pyz"
+    archive.write_bytes(verifier.zipapp_bytes())
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "from verify.report.report import load_schema\n"
+            "from verify.checks.runtime import probe_source\n"
+            "from verify.stack.rocm_release import known_releases, rocm_release\n"
+            "import verify.report.report as r\n"
+            "assert r.__file__.startswith(sys.argv[1]), r.__file__\n"
+            "print(load_schema()['title'], '|', probe_source().splitlines()[0], '|', known_releases(), "
+            "rocm_release('7.2.4').build)")
+    done = subprocess.run([SYSTEM_PYTHON, "-I", "-c", code, str(archive)], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("rocm-fleet verification report | \"\"\"") and "('7.2.4',) 70204" in done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.root
 def test_a_verifier_planted_in_the_controllers_temporary_directory_is_not_uploaded(tmp_path, monkeypatch):
-    """Issue 9, High 1, for real: pyinfra uploads the verifier to a Debian 12 root (@chroot) while another account
+    """For real: pyinfra uploads the verifier to a Debian 12 root (@chroot) while another account
     has planted TMPDIR/rocm-fleet-<uid>/verify-<sha16>.pyz — the name the archive was cached under, which anyone can
     compute (the build is reproducible). The host gets the bytes built from this checkout, and nothing is read from
     or written to the shared temporary directory."""

@@ -9,20 +9,20 @@ the kind of change a dpkg run makes.
 The libraries are STAND-INS (tests/support/standin_rocm.py: gcc-built ELF files with ROCm's real SONAMEs, NEEDED
 entries and RPATH/RUNPATH), because neither the torch ROCm wheel nor ROCm itself can be installed here. The dpkg data
 of the distro packages is REAL: the status paragraphs and apt's auto-installed marks of Debian 12 (slurm-wlm-rsmi-plugin)
-and Debian 13 (libucx0) roots, kept in tests/verify/data/strays/ (extract.py there regenerates them).
+and Debian 13 (libucx0) roots, kept in tests/verify/debian/data/strays/ (extract.py there regenerates them).
 """
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 from tests.support.standin_rocm import MULTIARCH, StandinImage
 from tests.support.verify_runs import run_check_root
+from verify.report.report import Report
 
 REPO = Path(__file__).resolve().parents[2]
-REAL_DPKG = REPO / "tests" / "verify" / "data" / "strays"
+REAL_DPKG = REPO / "tests" / "verify" / "debian" / "data" / "strays"
 ROCM_SMI = "librocm_smi64.so.1"
 
 
@@ -93,6 +93,7 @@ class Workstation(StandinImage):
         self.remove_dpkg("rocm-core")
 
 
-def verify_report(root: Path, venv: str = "/opt/rocm-fleet/venv") -> dict[str, Any]:
-    """The report of the real verifier on the image: `python -m verify check --root ROOT --json` (static checks)."""
-    return run_check_root(root, venv=venv)[0]
+def verify_report(root: Path, venv: str = "/opt/rocm-fleet/venv") -> Report:
+    """The report of the real verifier on the image: `python -m verify check --root ROOT --json` (static checks),
+    read back as every reader reads it."""
+    return Report.from_json(run_check_root(root, venv=venv)[0])

@@ -21,7 +21,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from verify.lddview import parse_ldd_output
+from verify.ld.lddview import parse_ldd_output
 
 GCC = "gcc"
 

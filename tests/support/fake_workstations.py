@@ -40,17 +40,40 @@ LISTS_NOBLE = [
     "==> /etc/apt/sources.list.d/amdgpu.list",
     "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main",
 ]
-# The VenvPathAccess fact (roles/venv/facts.py): /opt/rocm-fleet/venv under root's own /opt.
+# The KernelDriver fact on a noble workstation: generic kernel with linux-modules-extra, amdgpu loaded (the format of
+# the real command, tests/roles/debian/facts/KernelDriver/).
+KERNEL_NOBLE = [
+    "running 6.8.0-51-generic",
+    "modules 6.8.0-51-generic /lib/modules/6.8.0-51-generic/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko.zst",
+    "image 6.8.0-51-generic", "loaded yes", "kfd yes", "reboot-required no",
+    "cmdline BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=0c1e5a0e-6f1a-4e2b-9d4e-2f7f1c9a3b11 ro quiet splash",
+    "pkg linux-generic\t6.8.0-51.52\tii \tlinux-image-generic (= 6.8.0-51.52), linux-headers-generic (= 6.8.0-51.52)",
+    "pkg linux-image-generic\t6.8.0-51.52\tii \tlinux-image-6.8.0-51-generic, linux-modules-extra-6.8.0-51-generic",
+    "pkg linux-image-6.8.0-51-generic\t6.8.0-51.52\tii \tlinux-modules-6.8.0-51-generic",
+    "pkg linux-modules-6.8.0-51-generic\t6.8.0-51.52\tii \t",
+    "pkg linux-modules-extra-6.8.0-51-generic\t6.8.0-51.52\tii \t",
+    "pkg linux-headers-6.8.0-51-generic\t6.8.0-51.52\tii \t",
+    "available linux-headers-6.8.0-51-generic", "available linux-modules-extra-6.8.0-51-generic",
+]
+AMD_PIN = ["==> /etc/apt/preferences.d/repo-radeon-pin-600", "Package: *", "Pin: release o=repo.radeon.com",
+           "Pin-Priority: 600", ""]
+ADDUSER_FRESH = ["==> /etc/adduser.conf", '#EXTRA_GROUPS="users"', "#ADD_EXTRA_GROUPS=0"]
+ADDUSER_DONE = ["==> /etc/adduser.conf", 'EXTRA_GROUPS="users render video"', "ADD_EXTRA_GROUPS=1"]
+# The VenvPathAccess fact (roles/debian/facts.py): /opt/rocm-fleet/venv under root's own /opt.
 VENV_PATH_ACCESS = ["owner 0", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
                     "group root:x:0:", "primary 0 root"]
 UBUNTU_COLLIDING = ["rocminfo\t5.7.1-3build1\tii ", "hipcc\t5.7.1-3\tii ", "rocm-cmake\t6.0.0-1\tii "]
 UBUNTU_REMOVAL = ["Remv hipcc [5.7.1-3]", "Remv rocm-cmake [6.0.0-1]", "Remv rocminfo [5.7.1-3build1]"]
 
 
-def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), removal=(), groups=GROUPS_FRESH):
+def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), removal=(), groups=GROUPS_FRESH,
+             pins=(), adduser=ADDUSER_FRESH):
     # Insertion order matters: the first matching key answers. InstalledRocm's command also runs dpkg-query.
     return {
         "realpath -m": VENV_PATH_ACCESS,  # before "getent passwd": its command runs getent too
+        "echo \"running $r\"": KERNEL_NOBLE,
+        "/etc/apt/preferences.d/*": list(pins),
+        "/etc/adduser.conf": list(adduser),
         "readlink -e /opt/rocm": list(rocm),
         "cat /etc/os-release": list(os_release),
         "/sys/bus/pci/devices": RX7900XT,
@@ -68,7 +91,7 @@ KINDS = {
     "fresh_noble": _answers(NOBLE),
     "fresh_jammy": _answers(JAMMY),
     "provisioned_noble": _answers(NOBLE, rocm=ROCM_724, installer=INSTALLER_724, lists=LISTS_NOBLE,
-                                  groups=GROUPS_DONE),
+                                  groups=GROUPS_DONE, pins=AMD_PIN, adduser=ADDUSER_DONE),
     "colliding_noble": _answers(NOBLE, colliding=UBUNTU_COLLIDING, removal=UBUNTU_REMOVAL),
     "focal": _answers(FOCAL),
 }

@@ -47,6 +47,15 @@ def rooted_processes(directory: Path) -> list[RootedProcess]:
     return found
 
 
+def kernel_stack(pid: int) -> str:
+    """/proc/PID/stack (root only): the kernel functions a process is blocked in, e.g. "hrtimer_nanosleep" while it
+    sleeps; "" when it has gone."""
+    try:
+        return Path(f"/proc/{pid}/stack").read_text()
+    except OSError:
+        return ""
+
+
 def processes_inside(directory: Path) -> list[str]:
     return [str(process) for process in rooted_processes(directory)]
 

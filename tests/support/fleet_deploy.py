@@ -6,6 +6,7 @@
     run = deploy(fleet.inventory, dry=True)                         # pyinfra INVENTORY deploy.py --dry --json
     host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
+    snapshot(host.root)                                             # every path of a host's filesystem, to compare
 
 pyinfra prints its --json results only when at least one host is still active at the end: when every host fails
 (the local fleet's hosts all fail verification, by design) `run.results` is {} and the run is read from `run.log`.
@@ -14,6 +15,7 @@ pyinfra prints its --json results only when at least one host is still active at
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,9 @@ REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 # No user configuration leaks in; no spinner in captured output.
 ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"}
+# Where a run may leave traces that are not changes made by the deploy: kernel filesystems, sshd's and sudo's
+# runtime files, temporary files.
+NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
 def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str | None = None,
@@ -36,10 +41,11 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
     return argv
 
 
-def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float = 900,
+def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float | None = None,
            limit: str | None = None, dry: bool = False) -> PyinfraRun:
     """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it
-    (dry=True: `--dry` instead of `-y`: the plan, nothing changed)."""
+    (dry=True: `--dry` instead of `-y`: the plan, nothing changed). No time limit unless given: a run takes what the
+    machine's load makes it take (pytest-timeout is the hang guard)."""
     done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit, dry=dry), capture_output=True, text=True,
                           cwd=REPO, env=ENV, timeout=timeout)
     return finished(done)
@@ -72,3 +78,17 @@ def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
         found[host] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     return found
 
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every path of a host's filesystem with its mtime, size and mode (kernel filesystems and /run, /tmp left out)."""
+    found = {}
+    for top in sorted(os.listdir(root)):
+        if top in NOT_HOST_STATE:
+            continue
+        for directory, subdirectories, files in os.walk(root / top):
+            for name in subdirectories + files:
+                path = os.path.join(directory, name)
+                info = os.lstat(path)
+                found[path[len(str(root)):]] = (info.st_mtime_ns, info.st_size, info.st_mode)
+    return found

@@ -8,8 +8,9 @@ arguments, and what must come out: the commands, or — when there are none — 
 
 The fact's own `process()` turns the lines into the value the operation sees (no lines: the fact's default), so a case
 exercises the parser and the operation together, as a host's real output would. Commands are compared as text;
-commands that run Python show as "tell: MESSAGE" (prints why) and "fail: REASON" (fails the host), and package
-commands wrapped to wait for the dpkg lock as "[dpkg lock wait 300 s] COMMAND".
+commands that run Python show as "tell: MESSAGE" (prints why) and "fail: REASON" (fails the host), package
+commands wrapped to wait for the dpkg lock as "[dpkg lock wait 300 s] COMMAND", and commands run under the host lock
+(roles/host_lock.py) as "[host lock wait 300 s: WHAT] COMMAND".
 
 A fact case gives the fact's arguments, real output lines, and the parsed value as JSON:
 
@@ -28,10 +29,13 @@ from typing import Any
 from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
-from roles.apt_commands import with_dpkg_lock_timeout
+from roles.debian.apt_commands import with_dpkg_lock_timeout
+from roles.host_lock import LOCK_FILE, under_host_lock
 from tests.support.pyinfra_ops import FakeHost
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
+_HOST_LOCK = re.compile(r"^\( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > " + re.escape(LOCK_FILE)
+                        + r"; (.*) \) 9>> " + re.escape(LOCK_FILE) + "$", re.DOTALL)
 
 
 class OutputHost(FakeHost):
@@ -60,8 +64,12 @@ def render(command) -> str:
 
 
 def _unwrap_lock_guard(text: str) -> str:
-    """Show a command wrapped by roles.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND" — only when
-    the wrapper is exactly that function's output (tests/roles/test_apt_commands.py proves the wrapper itself)."""
+    """Show a command wrapped by roles.debian.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND", and one
+    wrapped by roles.host_lock.under_host_lock as "[host lock wait N s: WHAT] COMMAND" — only when the wrapper is exactly
+    that function's output (tests/roles/debian/test_apt_commands.py and test_host_lock.py prove the wrappers themselves)."""
+    held = _HOST_LOCK.match(text)
+    if held and under_host_lock(held.group(3), int(held.group(1)), held.group(2)) == text:
+        return f"[host lock wait {held.group(1)} s: {held.group(2)}] {held.group(3)}"
     found = _LOCK_GUARD.match(text)
     if found and with_dpkg_lock_timeout(found.group(2), int(found.group(1))) == text:
         return f"[dpkg lock wait {found.group(1)} s] {found.group(2)}"

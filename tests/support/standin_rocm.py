@@ -95,8 +95,8 @@ class StandinImage:
         self.build.lib(f"{lib}/libhipblas.so.3", soname="libhipblas.so.3",
                        needed=["libamdhip64.so.7", "libhipblaslt.so.1", *needed_by_hipblas])
         self.write(f"/opt/rocm-{release}/.info/version", f"{release}-93\n")
-        # rocm-opencl's drop-in puts every ROCm library into the loader's default search (rocm-stack.md); the image
-        # has no ld.so.cache, so the analyser reads ld.so.conf as ldconfig would.
+        # rocm-opencl's drop-in (10-rocm-opencl.conf, as AMD's package installs it) puts every ROCm library into the
+        # loader's default search; the image has no ld.so.cache, so the analyser reads ld.so.conf as ldconfig would.
         self.write("/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n")
         self.write("/etc/ld.so.conf.d/10-rocm-opencl.conf", f"/opt/rocm-{release}/lib\n")
         self.path("/etc/alternatives").mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Issue 6 for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
+"""The apt hook for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
 
 the venv stage installs the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
 bitsandbytes 0.50.1, tasks/apt_hook.py installs the hook, then a real `apt-get install slurm-wlm-rsmi-plugin` from
@@ -14,24 +14,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
+from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR, HOOK_PREFIX
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy
+from tests.support.fleet_deploy import deploy, snapshot
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-PREFIX = "rocm-fleet apt hook:"
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
 NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
              "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)")
-# Where a run may leave traces that are not changes made by the deploy: kernel filesystems, sshd's and sudo's
-# runtime files, temporary files.
-NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
 @pytest.fixture(scope="module")
@@ -48,28 +43,13 @@ def fleet(tmp_path_factory):
 
 def apt(host, *arguments: str):
     """apt-get as the admin runs it: over SSH, with sudo. Returns (exit status, the hook's lines, all output)."""
-    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False,
-                    timeout=900)
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False)
     output = done.stdout + done.stderr
-    return done.returncode, [line for line in output.splitlines() if line.startswith(PREFIX)], output
+    return done.returncode, [line for line in output.splitlines() if line.startswith(HOOK_PREFIX)], output
 
 
 def verifier_sha(host) -> str:
     return hashlib.sha256((host.root / "var/lib/rocm-fleet/verify.pyz").read_bytes()).hexdigest()
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every path of the host's filesystem with its mtime, size and mode (kernel filesystems and /run, /tmp left out)."""
-    found = {}
-    for top in sorted(os.listdir(root)):
-        if top in NOT_HOST_STATE:
-            continue
-        for directory, subdirectories, files in os.walk(root / top):
-            for name in subdirectories + files:
-                path = os.path.join(directory, name)
-                info = os.lstat(path)
-                found[path[len(str(root)):]] = (info.st_mtime_ns, info.st_size, info.st_mode)
-    return found
 
 
 def test_hook_installed_then_nothing_to_do(fleet):
@@ -102,9 +82,10 @@ def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
     code, hook, output = apt(host, "install", "slurm-wlm-rsmi-plugin")
     assert code == 0, output[-3000:]
     assert "Setting up librocm-smi64-1 (5.2.3-2)" in output
-    assert hook[0] == f"{PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse (check now FAIL):"
-    assert f"{PREFIX}   {NEW_STRAY}" in hook
-    assert hook[-1].startswith(f"{PREFIX} now FAIL: linkage.static: libhipblas.so.3")
+    assert hook[0] == (f"{HOOK_PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse "
+                       "(check now FAIL):")
+    assert f"{HOOK_PREFIX}   {NEW_STRAY}" in hook
+    assert hook[-1].startswith(f"{HOOK_PREFIX} now FAIL: linkage.static: libhipblas.so.3")
 
 
 def test_the_next_verify_run_reports_the_drift(fleet):
@@ -123,7 +104,7 @@ def test_purging_it_clears_the_warning(fleet):
     code, hook, output = apt(host, "purge", "--autoremove", "slurm-wlm-rsmi-plugin")
     assert code == 0, output[-3000:]
     [cleared] = hook
-    assert cleared.startswith(f"{PREFIX} cleared by this dpkg run: ") and cleared.endswith("(check now FAIL)")
+    assert cleared.startswith(f"{HOOK_PREFIX} cleared by this dpkg run: ") and cleared.endswith("(check now FAIL)")
     assert "stray package gone: librocm-smi64-1 5.2.3-2" in cleared
 
 
@@ -146,7 +127,7 @@ def test_the_hooks_own_failure_is_one_line_and_leaves_apts_exit_status(fleet, tm
     host.ssh(["sudo", "rm", "-rf", f"{HOOK_DIR}/verifier"])
     code, hook, output = apt(host, "install", "/tmp/ok.deb")
     assert code == 0, output[-2000:]
-    assert hook == [f"{PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)"]
+    assert hook == [f"{HOOK_PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)"]
 
 
 def test_apt_hook_false_removes_it(fleet):

@@ -15,14 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_commands import lock_expired_message
+from roles.debian.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-RUN_TIMEOUT = 600  # seconds for one pyinfra run of one stage
 DISTRO_ROCM = ("rocminfo", "rocm-cmake", "rocm-device-libs")  # Debian 12: 5.2.3-2, 5.4.0-1, 5.2.3-2
 
 
@@ -57,15 +56,14 @@ def _installed(root: Path) -> dict[str, str]:
 
 def test_preflight_passes_on_a_fit_host(fleet):
     up, _ = fleet
-    run = deploy(up.inventory, "tasks/preflight.py", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/preflight.py")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == [] and run.results["failed_hosts"] == [], run.explain()
 
 
 def test_preflight_stops_an_unfit_host_with_one_line(fleet):
     up, _ = fleet
-    run = deploy(up.inventory, "tasks/preflight.py", "gpu_required=true", 'workstation_users=["maria","ghost"]',
-                 timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/preflight.py", "gpu_required=true", 'workstation_users=["maria","ghost"]')
     assert run.returncode == 1, run.explain()
     # The fleet's only host failed, so pyinfra ends with "No hosts remaining!" and prints no JSON results.
     assert "No hosts remaining" in run.log, run.explain()
@@ -79,7 +77,7 @@ def test_preflight_stops_an_unfit_host_with_one_line(fleet):
 def test_colliding_packages_stop_policy_changes_nothing(fleet):
     up, root = fleet
     before = _installed(root)
-    run = deploy(up.inventory, "tasks/colliding_packages.py", "colliding_packages=stop", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/colliding_packages.py", "colliding_packages=stop")
     assert run.returncode == 1, run.explain()
     [reason] = [line for line in host_lines(run.log, "ws1") if "colliding packages:" in line]
     assert reason == (
@@ -97,7 +95,7 @@ def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
     try:
         # The same kind of lock apt takes (fcntl), on the same file: for the host's apt, another package run is busy.
         fcntl.lockf(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        run = deploy(up.inventory, "tasks/colliding_packages.py", "dpkg_lock_timeout=2", timeout=RUN_TIMEOUT)
+        run = deploy(up.inventory, "tasks/colliding_packages.py", "dpkg_lock_timeout=2")
     finally:
         os.close(holder)
     assert run.returncode == 1, run.explain()
@@ -109,7 +107,7 @@ def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
 
 def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
     up, root = fleet
-    run = deploy(up.inventory, "tasks/colliding_packages.py", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/colliding_packages.py")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["Colliding packages | Remove distro packages that block amdgpu-install"], (
         run.explain())
@@ -124,7 +122,7 @@ def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
 def test_second_run_of_preflight_and_colliding_packages_changes_nothing(fleet):
     up, _ = fleet
     for task in ("tasks/preflight.py", "tasks/colliding_packages.py"):
-        run = deploy(up.inventory, task, timeout=RUN_TIMEOUT)
+        run = deploy(up.inventory, task)
         assert run.returncode == 0, run.explain()
         # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
         assert run.results and run.changed_operations == [], f"{task}: {run.explain()}"
@@ -132,11 +130,17 @@ def test_second_run_of_preflight_and_colliding_packages_changes_nothing(fleet):
 
 def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
     up, root = fleet
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     assert run.returncode == 0, run.explain()
-    assert run.changed_operations == ["GPU access | workstation_users in render and video"], run.explain()
+    assert run.changed_operations == [
+        "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)"], run.explain()
     assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip", timeout=RUN_TIMEOUT)
+    # An account made later with Debian's own adduser joins them too (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS; issue 11).
+    assert set(_chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer")
+               .split()) == {"newcomer", "users", "render", "video"}
+    _chroot(root, "deluser --quiet newcomer && rm -rf /home/newcomer")
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
 
@@ -147,7 +151,7 @@ def test_rocm_stage_stops_beside_another_release(fleet):
     (root / "opt/rocm-6.4.1/.info").mkdir(parents=True)
     (root / "opt/rocm-6.4.1/.info/version").write_text("6.4.1-83\n")
     try:
-        run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT)
+        run = deploy(up.inventory, "tasks/rocm.py")
         assert run.returncode == 1, run.explain()
         assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
                 "'stop': uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: "

@@ -3,7 +3,8 @@ and versions; the packages are labelled stand-ins, as no AMD package can be fetc
 workstation over SSH with sudo. Real: the checksum-checked download, apt installing the installer deb, the apt lists
 it wrote being found wrong and rewritten, `apt-get update`, amdgpu-install (a stand-in script) installing `rocm` with
 apt — waiting for the dpkg lock through APT_CONFIG — /opt/rocm registered through update-alternatives, render/video,
-and a second run that changes nothing."""
+and a second run that changes nothing. The mirror is plain http, as a lab mirror may be: apt checks its signed
+indexes with the keyring the installer deb brought, and a list that would switch that off is rewritten."""
 
 from __future__ import annotations
 
@@ -13,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.amd_mirror import build_deb, build_mirror, rocm_core_scripts, serving
+from tests.support.amd_mirror import Signer, build_deb, build_mirror, repository, rocm_core_scripts, serving
 from tests.support.fleet_deploy import deploy, host_lines
 
 pytestmark = [pytest.mark.root, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
 
-RUN_TIMEOUT = 600  # seconds for one pyinfra run of the ROCm stage on one host
 DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
 
 
@@ -46,7 +46,7 @@ def workstation(tmp_path_factory):
                 _chroot(Path(up.host_state(name).root), "apt-get update -q && apt-get install -y -q wget && "
                                                         "useradd -m maria")
             _install_rocm_6_4_multi_version(Path(up.host_state("ws2").root), tmp_path_factory.mktemp("debs"))
-            yield up, Path(up.host_state("ws1").root), url
+            yield up, Path(up.host_state("ws1").root), url, mirror
 
 
 def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
@@ -61,8 +61,8 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
 
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
-    up, root, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, timeout=RUN_TIMEOUT, limit="ws1")
+    up, root, _, _ = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
     assert run.returncode == 1, run.explain()
     assert "SHA256 did not match!" in run.log, run.explain()
     assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in ("", "un")
@@ -70,8 +70,8 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
 
 
 def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
-    up, root, url = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    up, root, url, _ = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     # No download: the file the last run fetched is the right one (only the checksum it was given was wrong).
     assert run.changed_operations == [
@@ -79,13 +79,16 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
         "ROCm | Check AMD's apt lists",
         "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
         "GPU access | workstation_users in render and video",
+        "GPU access | New accounts join render and video (/etc/adduser.conf)",
     ], run.explain()
+    # AMD's pin came with the installer deb (the stand-in ships it as AMD's does): the stage found it in place.
+    assert (root / "etc/apt/preferences.d/repo-radeon-pin-600").is_file()
     assert (f"fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
             f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
             ) in host_lines(run.log, "ws1"), run.explain()
     assert (root / "etc/apt/sources.list.d/rocm.list").read_text().splitlines()[1:] == [
-        f"deb [arch=amd64 trusted=yes] {url}/rocm/apt/7.2.4 jammy main",
-        f"deb [arch=amd64 trusted=yes] {url}/graphics/7.2.4/ubuntu jammy main"]
+        f"deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {url}/rocm/apt/7.2.4 jammy main",
+        f"deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {url}/graphics/7.2.4/ubuntu jammy main"]
     # amdgpu-install got exactly these flags, and the apt-get it ran waited for the lock as configured.
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines() == [
         "-y --usecase=rocm --no-dkms", 'DPkg::Lock::Timeout "120";']
@@ -96,8 +99,8 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
 
 
 def test_second_run_changes_nothing(workstation):
-    up, _, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+    up, _, _, _ = workstation
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.results and run.changed_operations == [], run.explain()
@@ -105,12 +108,12 @@ def test_second_run_changes_nothing(workstation):
 
 def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
     """Another release registered as the /opt/rocm alternative (a stand-in directory) and selected by hand."""
-    up, root, _ = workstation
+    up, root, _, _ = workstation
     _chroot(root, "mkdir -p /opt/rocm-6.4.1/.info && echo 6.4.1-83 > /opt/rocm-6.4.1/.info/version && "
                   "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
                   "update-alternatives --set rocm /opt/rocm-6.4.1")
     try:
-        run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws1")
+        run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
         assert run.returncode == 0, run.explain()
         assert run.changed_operations == ["ROCm | /opt/rocm -> /opt/rocm-7.2.4"], run.explain()
         assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
@@ -119,9 +122,9 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
 
 
 def test_another_release_stops_the_host_by_default(workstation):
-    up, _, _ = workstation
+    up, _, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    run = deploy(up.inventory, "tasks/rocm.py", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws2")
     assert run.returncode == 1, run.explain()
     assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
             "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
@@ -130,15 +133,44 @@ def test_another_release_stops_the_host_by_default(workstation):
 
 
 def test_side_by_side_installs_beside_a_multi_version_release(workstation):
-    up, _, _ = workstation
+    up, _, _, _ = workstation
     root = Path(up.host_state("ws2").root)
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     assert run.returncode == 0, run.explain()
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
         "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4")
     installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
     assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
     assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
-    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", timeout=RUN_TIMEOUT, limit="ws2")
+    run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
+
+
+def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(workstation, tmp_path):
+    """Over plain http (this mirror) nothing but apt's signature check — with the keyring the checksum-checked
+    installer deb brought — vouches for the packages apt installs as root. An entry with trusted=yes (an admin's
+    workaround, say) switches it off: the stage names it and rewrites the list without it. Then the mirror is taken
+    over — a newer rocm-core, its indexes signed with another key — and apt refuses it."""
+    up, root, _, mirror = workstation
+    _chroot(root, "sed -i 's/signed-by=/trusted=yes signed-by=/' /etc/apt/sources.list.d/rocm.list")
+    run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
+    assert run.returncode == 0, run.explain()
+    assert run.changed_operations == ["ROCm | Check AMD's apt lists"], run.explain()
+    assert ("fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: trusted=yes switches off apt's signature "
+            "check") in host_lines(run.log, "ws1"), run.explain()
+    assert "trusted=yes" not in (root / "etc/apt/sources.list.d/rocm.list").read_text()
+
+    newer = "7.2.4.70204-94~22.04"
+    taken_over = build_deb(tmp_path, {"Package": "rocm-core", "Version": newer},
+                           {"/opt/rocm-7.2.4/.info/version": "not AMD's\n"})
+    with Signer("someone who took the mirror over") as other:
+        repository(mirror / "rocm" / "apt" / "7.2.4", [taken_over], other)
+    done = subprocess.run(["chroot", str(root), "apt-get", "update", "-q"], capture_output=True, text=True,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"})
+    output = done.stdout + done.stderr
+    # apt refuses the new indexes and keeps the ones it had verified (a warning: its exit status stays 0).
+    assert ("W: An error occurred during the signature verification. The repository is not updated and the previous "
+            "index files will be used. GPG error: ") in output and "/rocm/apt/7.2.4 jammy InRelease" in output, output
+    assert "public key is not available: NO_PUBKEY" in output, output
+    assert newer not in _chroot(root, "apt-cache policy rocm-core")

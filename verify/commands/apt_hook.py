@@ -3,16 +3,22 @@
 The apt hook (`DPkg::Post-Invoke`, installed by roles/apt_hook) runs this with the host's python3. It runs the static
 checks only — the process model of python → torch → bitsandbytes' library and the stray distro ROCm packages, the
 same code as `verify check --static-only`; no torch import, no GPU — keeps the result under
-/var/lib/rocm-fleet/apt-hook/ (verify/hook_state.py), compares it with the previous result (verify/drift.py) and
-prints into apt's own output:
+/var/lib/rocm-fleet/apt-hook/ (verify/report/hook_state.py), compares it with the previous result
+(verify/report/drift.py) and prints into apt's own output:
   - a WARNING block when something got worse, one line per change (what now resolves where, which stray package
     arrived and what pulled it in);
   - one line when something got better, cleared, or just changed;
-  - nothing when nothing changed.
+  - nothing when nothing changed;
+  - and, whatever changed, one line while a reboot is pending: the kernel that boots next and whether it has
+    amdgpu.ko (a kernel this dpkg run installed without it is also a WARNING block line: "kernel 6.8.0-51-generic
+    was installed without amdgpu.ko: it boots next — after the next reboot the GPU is gone").
 
 It never makes apt fail: it always exits 0, and each failure of its own (the venv gone, an unreadable state file, an
-exception, the time limit) prints one line. The process is modelled with a clean environment (no LD_LIBRARY_PATH,
-LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing about the one users start Python in.
+exception, the time limit, a bad argument such as `--time-limit nan`) prints one line. A hostile file where a library
+or the dpkg database should be (a FIFO, a device node, a sparse ELF claiming a terabyte) is a finding of the check,
+within its static time limit (three quarters of the hook's), never a hang: see verify/safe_read.py. The process is
+modelled with a clean environment (no LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing
+about the one users start Python in.
 
 apt runs this file directly (`python3 -I …/verify/commands/apt_hook.py …`, from the hook's compiled copy of the
 verifier), not through `verify.cli`: everything it imports from the verifier is imported inside the guarded code, so
@@ -30,8 +36,9 @@ import sys
 from pathlib import Path
 
 PREFIX = "rocm-fleet apt hook:"
-DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.hook_state.DEFAULT_DIR (not imported: see above)
+DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state.DEFAULT_DIR (not imported: see above)
 DEFAULT_TIME_LIMIT = 60.0
+MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 # What makes two results comparable: the same question asked of the same system.
@@ -56,9 +63,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="check the filesystem image at DIR instead of this system (tests)")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                        help="give up (with one line) after this long, so that apt never waits on the hook")
+    parser.add_argument("--time-limit", type=_time_limit, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                        help="give up (with one line) after this long, so that apt never waits on the hook "
+                        f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)")
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
+
+
+def _time_limit(text: str) -> float:
+    from verify.commands import seconds  # imported here, not at the top: see the module docstring
+
+    return seconds(MAX_TIME_LIMIT, zero_means="means no limit")(text)
 
 
 def register(subparsers) -> None:
@@ -80,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     except _OneLine as stop:
         _emit([f"{PREFIX} {stop}"])
         return 0
+    except SystemExit:  # --help
+        raise
+    except BaseException as error:  # noqa: BLE001 — a damaged copy of the verifier: still one line, still exit 0
+        _emit([f"{PREFIX} not run ({_one_line(error)}); apt is not affected — run tasks/apt_hook.py again"])
+        return 0
     return run(args)
 
 
@@ -87,10 +106,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         _start_time_limit(args.time_limit)
         lines = hook(args)
-    except _OneLine as stop:
-        lines = [f"{PREFIX} {stop}"]
     except BaseException as error:  # noqa: BLE001 — whatever happens here, apt must go on
-        lines = [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"]
+        stop = _stop_in(error)
+        lines = ([f"{PREFIX} {stop}"] if stop is not None
+                 else [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"])
     finally:
         _stop_time_limit()
     _emit(lines)
@@ -99,10 +118,13 @@ def run(args: argparse.Namespace) -> int:
 
 def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
-    from verify.drift import compare_reports
-    from verify.hook_state import HookResult, HookState, StateError
-    from verify.host_check import CheckOptions, run_checks
-    from verify.venv_layout import VenvError
+    from verify.checks.host import STATIC_TIME_LIMIT
+    from verify.checks.registry import CheckOptions, run_checks
+    from verify.report.drift import compare_reports
+    from verify.report.hook_state import HookResult, HookState, StateError
+    from verify.report.report import ReportError
+    from verify.stack.rocm_release import UnknownRelease
+    from verify.stack.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
         raise _OneLine(f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "
@@ -112,11 +134,17 @@ def hook(args: argparse.Namespace) -> list[str]:
     options = CheckOptions(
         venv=args.venv, expect_rocm=args.expect_rocm, expect_bitsandbytes=args.expect_bitsandbytes, device="cpu",
         gpu_required=False, static_only=True, root=args.root.resolve(), environ={},
+        # Below the hook's own limit, so that a hostile or slow filesystem is a finding in the result, not this
+        # hook's "took longer than its time limit" line.
+        static_time_limit=(min(STATIC_TIME_LIMIT, args.time_limit * 0.75) if args.time_limit > 0
+                           else STATIC_TIME_LIMIT),
     )
     try:
         report = run_checks(options)
     except VenvError as error:
         raise _OneLine(f"no check — {error}") from None
+    except UnknownRelease as error:
+        raise _OneLine(f"not run — --expect-rocm: {error} (run tasks/apt_hook.py again)") from None
 
     lines: list[str] = []
     state = HookState(args.state_dir)
@@ -134,44 +162,70 @@ def hook(args: argparse.Namespace) -> list[str]:
         try:
             drift = compare_reports(previous.report, report,
                                     baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
-        except (KeyError, TypeError, AttributeError) as error:
+        except (ReportError, KeyError, TypeError, AttributeError) as error:
             # A result of another verifier version, or hand-edited: replace it, or every later run would fail here.
             lines.append(f"{PREFIX} {state.last_path} is not shaped like a result of this verifier ({_one_line(error)}): "
                          "this run's result replaces it")
     try:
-        state.record(HookResult(str(report.get("generated_at")), report, drift.to_json() if drift else None))
+        state.record(HookResult(report.generated_at, report, drift.to_json() if drift else None))
     except OSError as error:
         lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
                      "run compares with an older one")
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
 
 
-def describe(report: dict, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
-    """What apt's output gets for this result (pure)."""
-    verdict = str(report.get("verdict", "?")).upper()
+def describe(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
+    """What apt's output gets for this result, a report.Report (pure)."""
+    return _describe_drift(report, drift, venv=venv, details=details, verbose=verbose) + reboot_lines(report)
+
+
+def reboot_lines(report) -> list[str]:
+    """One line while a reboot is pending: which kernel boots next, and whether it has amdgpu.ko."""
+    kernel = getattr(report.facts, "kernel", None)
+    if kernel is None or not kernel.reboot_pending:
+        return []
+    if kernel.next_boot is None:
+        return [f"{PREFIX} reboot pending (no installed kernel found to boot next)"]
+    has = ("amdgpu.ko present" if kernel.next_boot_has_amdgpu
+           else "NO amdgpu.ko: the GPU is gone after that reboot")
+    return [f"{PREFIX} reboot pending: the next boot runs {kernel.next_boot} ({has}; {kernel.running or '?'} runs now)"]
+
+
+def _describe_drift(report, drift, *, venv: str, details: str, verbose: bool = False) -> list[str]:
+    verdict = report.verdict.upper()
     if drift is None:
-        return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.get('reason')}"]
+        return [f"{PREFIX} baseline recorded for {venv}: {verdict} — {report.reason}"]
     if drift.got_worse:
         return (
             [f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {venv} worse (check now {verdict}):"]
             + [f"{PREFIX}   {line}" for line in drift.lines()]
-            + [f"{PREFIX} now {verdict}: {report.get('reason')} — details in {details}; {RE_VERIFY}"]
+            + [f"{PREFIX} now {verdict}: {report.reason} — details in {details}; {RE_VERIFY}"]
         )
     if drift.changes:
         word = "cleared" if drift.better else "changed"
         return [f"{PREFIX} {word} by this dpkg run: {'; '.join(c.text for c in drift.ordered())} (check now {verdict})"]
-    return [f"{PREFIX} no change ({verdict}: {report.get('reason')})"] if verbose else []
+    return [f"{PREFIX} no change ({verdict}: {report.reason})"] if verbose else []
 
 
-def _question(report: dict) -> tuple:
-    request = report.get("request") or {}
-    return tuple(request.get(key) for key in _QUESTION)
+def _question(report) -> tuple:
+    return tuple(getattr(report.request, key) for key in _QUESTION)
 
 
-def _describe_question(report: dict) -> str:
+def _describe_question(report) -> str:
     venv, rocm, bnb, root = _question(report)
     where = "" if root in (None, "/") else f" under {root}"
     return f"{venv}{where} for ROCm {rocm}, bitsandbytes {bnb}"
+
+
+def _stop_in(error: BaseException) -> _OneLine | None:
+    """The _OneLine `error` is or was caused by: the time limit fires wherever the hook is, also inside code that
+    wraps what it raises (an exception in a class body's __set_name__, while a module is imported, comes back as a
+    RuntimeError caused by it)."""
+    for _ in range(10):
+        if error is None or isinstance(error, _OneLine):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _one_line(error: BaseException) -> str:

@@ -1,6 +1,7 @@
 """`python -m verify check --venv PATH --expect-rocm 7.2.4 [--device auto|cpu] [--json]` — every check, one report.
 
-Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv).
+Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 bad usage (e.g. --venv is not a venv) —
+`Report.exit_status` (verify/report/report.py), the same table the controller holds a report's exit status to.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ import re
 import sys
 from pathlib import Path
 
-from verify.host_check import CheckOptions, run_checks
-from verify.runtime_check import ProbeAccountError
-from verify.venv_layout import VenvError
+from verify.checks.registry import CheckOptions, run_checks
+from verify.commands import seconds, write_stdout
+from verify.checks.probe_account import ProbeAccountError
+from verify.stack.rocm_release import UnknownRelease, known_releases
+from verify.stack.venv_layout import VenvError
 
 _RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 _MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "skip": "SKIP"}
+MAX_TIMEOUT = 86400.0  # a day: an NF4 smoke test takes seconds
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,6 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="every check of a workstation: linkage, versions, strays, runtime, NF4",
         description=__doc__.splitlines()[0],
     )
+    add_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(run=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The question `check` answers — shared by `boot-check`, which asks it once per boot."""
     parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
     parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
     parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
@@ -39,29 +50,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)")
     parser.add_argument("--root", type=Path, default=Path("/"),
                         help="analyse the filesystem image at DIR (implies --static-only)")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds the runtime probe may take")
+    parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
+                        help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
     parser.add_argument("--probe-user", metavar="USER",
                         help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
                         "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
                         "venv nothing of which another account owns or can write")
     parser.add_argument("--torch-label", metavar="TEXT",
                         help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(run=run)
+    parser.add_argument("--expect-amd-repo", action="store_true",
+                        help="ROCm comes from AMD's apt repositories on this host: check AMD's pin (present and "
+                        "effective for the names the distributions share) and AMD's lists (apt.pin, apt.lists)")
 
 
-def run(args: argparse.Namespace) -> int:
+def options_from(args: argparse.Namespace, command: str = "verify check") -> CheckOptions | str:
+    """The CheckOptions of these arguments, or the one line that says why they are bad usage."""
     if not _RELEASE.match(args.expect_rocm):
-        print(f"verify check: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4", file=sys.stderr)
-        return 2
+        return f"{command}: --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4"
+    if args.expect_rocm not in known_releases():
+        return f"{command}: --expect-rocm: {UnknownRelease.of(args.expect_rocm)}"
     if not args.venv.is_absolute():
-        print(f"verify check: --venv {args.venv} must be an absolute path", file=sys.stderr)
-        return 2
+        return f"{command}: --venv {args.venv} must be an absolute path"
     if not args.root.is_dir():
-        print(f"verify check: --root {args.root} is not a directory", file=sys.stderr)
-        return 2
+        return f"{command}: --root {args.root} is not a directory"
     root = args.root.resolve()
-    options = CheckOptions(
+    return CheckOptions(
         venv=args.venv,
         expect_rocm=args.expect_rocm,
         expect_bitsandbytes=args.expect_bitsandbytes,
@@ -71,18 +84,25 @@ def run(args: argparse.Namespace) -> int:
         root=root,
         timeout=args.timeout,
         torch_label=args.torch_label,
+        expect_amd_repo=args.expect_amd_repo,
         probe_user=args.probe_user,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    options = options_from(args)
+    if isinstance(options, str):
+        print(options, file=sys.stderr)
+        return 2
     try:
         report = run_checks(options)
     except (VenvError, ProbeAccountError) as error:
         print(f"verify check: {error}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(report, sys.stdout, indent=1, sort_keys=False)
-        sys.stdout.write("\n")
+        write_stdout(json.dumps(report.to_json(), indent=1, sort_keys=False) + "\n")
     else:
-        print(f"{report['host']['hostname']}: {report['verdict'].upper()} — {report['reason']}")
-        for check in report["checks"]:
-            print(f"  {_MARK[check['status']]}  {check['id']}: {check['reason']}")
-    return 1 if report["verdict"] == "fail" else 0
+        lines = [f"{report.host.hostname}: {report.verdict.upper()} — {report.reason}"]
+        lines += [f"  {_MARK[check.status]}  {check.id}: {check.reason}" for check in report.checks]
+        write_stdout("\n".join(lines) + "\n")
+    return report.exit_status

@@ -1,6 +1,6 @@
 """`python -m verify ldd [--root DIR] [--library-path PATHS] [--json] FILE` — a safe ldd: nothing is executed.
 
-Prints glibc ldd's lines in load order (see verify/lddview.py for the two deliberate differences: no load addresses,
+Prints glibc ldd's lines in load order (see verify/ld/lddview.py for the two deliberate differences: no load addresses,
 no vDSO line). Exit 0 when everything is found, 1 when something is missing or a file is broken, 2 when FILE itself
 cannot be analysed. LD_LIBRARY_PATH is taken from the environment, as ldd does, unless --library-path is given (with
 --root it is ignored: the host's environment says nothing about the image).
@@ -12,9 +12,10 @@ import json
 import os
 import sys
 
-from verify.elf import ElfError
-from verify.lddview import ldd_lines
-from verify.process import Analyser
+from verify.commands import write_stdout
+from verify.ld.elf import ElfError
+from verify.ld.lddview import ldd_lines
+from verify.ld.process import Analyser
 
 
 def register(subparsers) -> None:
@@ -53,9 +54,9 @@ def run(args) -> int:
     if args.json:
         document = image.to_json()
         document["ldd"] = [line.lstrip("\t") for line in lines]
-        print(json.dumps(document, indent=2))
+        write_stdout(json.dumps(document, indent=2) + "\n")
     else:
-        print("\n".join(lines) if lines else "\tstatically linked")
+        write_stdout(("\n".join(lines) if lines else "\tstatically linked") + "\n")
         for finding in image.findings:
             print(f"verify ldd: {finding.message}", file=sys.stderr)
     return 0 if image.ok else 1

@@ -10,14 +10,14 @@ when something is missing or a file is broken, 2 when the executable cannot be a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from verify import image as m
+from verify.commands import write_result
 from verify.commands.ldd import add_common_options, library_path_of
-from verify.elf import ElfError
-from verify.process import Analyser, Dlopen
+from verify.ld import image as m
+from verify.ld.elf import ElfError
+from verify.ld.process import Analyser, Dlopen
 
 
 class _AppendDlopen(argparse.Action):
@@ -52,10 +52,7 @@ def run(args) -> int:
     except ElfError as error:
         print(f"verify process: {error} (give the ELF executable the process starts from)", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(image.to_json(), indent=2))
-    else:
-        print("\n".join(describe(image)))
+    write_result(args.json, image.to_json, lambda: "\n".join(describe(image)) + "\n")
     return 0 if image.ok else 1
 
 

@@ -1,14 +1,16 @@
-"""`python -m verify strays [--root DIR] [--json]` — distro-archive ROCm packages installed, what needs them, and which
-ship a SONAME a ROCm 7.2 consumer could bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database."""
+"""`python -m verify strays [--root DIR] [--expect-rocm X.Y.Z] [--json]` — distro-archive ROCm packages installed, what
+needs them, and which ship a SONAME a consumer of that ROCm release (default: the newest this verifier knows) could
+bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database, or a release this verifier does not know."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from verify.dpkg import DpkgDatabaseError
-from verify.strays import StraysReport, find_strays
+from verify.commands import write_result
+from verify.debian.dpkg import DpkgDatabaseError
+from verify.debian.strays import StraysReport, find_strays
+from verify.stack.rocm_release import UnknownRelease, newest_release, rocm_release
 
 
 def register(subparsers) -> None:
@@ -18,6 +20,8 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     parser.add_argument("--root", default="/", help="root of the system to read (a chroot, a mounted image); default /")
+    parser.add_argument("--expect-rocm", metavar="X.Y.Z",
+                        help="the ROCm release whose SONAMEs count as binding risks (default: the newest known)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (schema verify.strays/1)")
     parser.set_defaults(run=run)
 
@@ -49,13 +53,14 @@ def format_text(report: StraysReport) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        report = find_strays(args.root)
+        release = rocm_release(args.expect_rocm) if args.expect_rocm else newest_release()
+    except UnknownRelease as error:
+        print(f"strays: --expect-rocm: {error}", file=sys.stderr)
+        return 2
+    try:
+        report = find_strays(args.root, sonames=release.sonames)
     except DpkgDatabaseError as error:
         print(f"strays: {error}", file=sys.stderr)
         return 2
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(format_text(report))
+    write_result(args.json, report.to_json, lambda: format_text(report))
     return 1 if report.strays else 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from roles.apt_hook.facts import AptHookFiles
-from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR
+from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR, HOOK_PREFIX
 from tests.support.chroot_hosts import chroot_host, run_pyinfra
 from tests.support.debian_roots import image
 from tests.support.debs import build_deb
@@ -26,7 +26,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]
 DEBIAN12 = ("bookworm", ("slurm-wlm-rsmi-plugin", "librocsparse0"))
 HOOK = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
 UPLOAD = "Apt hook | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"
-PREFIX = "rocm-fleet apt hook:"
 
 
 def sh(root: Path, command: str) -> subprocess.CompletedProcess:
@@ -36,7 +35,7 @@ def sh(root: Path, command: str) -> subprocess.CompletedProcess:
 
 
 def hook_lines(done: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(PREFIX)]
+    return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(HOOK_PREFIX)]
 
 
 def verifier_sha(root: Path) -> str:
@@ -73,7 +72,8 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         conf = (root / CONF_PATH.lstrip("/")).read_text()
         assert "DPkg::Post-Invoke" in conf and "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4" in conf
         assert (root / ENTRY.lstrip("/")).is_file()
-        assert list((root / HOOK_DIR.lstrip("/") / "verifier/verify/__pycache__").glob("host_check.cpython-311.pyc"))
+        compiled = root / HOOK_DIR.lstrip("/") / "verifier/verify/checks/__pycache__"
+        assert list(compiled.glob("registry.cpython-311.pyc"))
         # The fact's real command, run in the root, parsed by its real process().
         files = AptHookFiles().process(sh(root, AptHookFiles().command()).stdout.splitlines())
         assert files.python == "/usr/bin/python3" and files.verifier_sha256 == verifier_sha(root)
@@ -88,8 +88,8 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         # No venv in this root: the hook's check says so in one line, and apt succeeds.
         done = sh(root, "apt-get install -y /tmp/ok.deb")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert hook_lines(done) == [f"{PREFIX} no check — /opt/rocm-fleet/venv: not a venv (no pyvenv.cfg) — pass the "
-                                    "venv's directory, e.g. /opt/rocm-fleet/venv"]
+        assert hook_lines(done) == [f"{HOOK_PREFIX} no check — /opt/rocm-fleet/venv: not a venv (no pyvenv.cfg) — pass "
+                                    "the venv's directory, e.g. /opt/rocm-fleet/venv"]
 
         # dpkg fails: apt's exit status (100) stays what it was, the hook still reports.
         done = sh(root, "apt-get install -y /tmp/bad.deb")
@@ -101,16 +101,16 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         sh(root, f"rm -rf {HOOK_DIR}/verifier")
         done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert hook_lines(done) == [f"{PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set "
-                                    "apt_hook: False)"]
+        assert hook_lines(done) == [f"{HOOK_PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or "
+                                    "set apt_hook: False)"]
 
         # python3 gone: one line, apt's exit status untouched, with dpkg succeeding and failing.
         sh(root, "mv /usr/bin/python3 /usr/bin/python3.away")
         try:
             done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
             assert done.returncode == 0, done.stdout + done.stderr
-            assert hook_lines(done) == [f"{PREFIX} not run - /usr/bin/python3 is missing (apt-get install python3, "
-                                        "then run tasks/apt_hook.py again)"]
+            assert hook_lines(done) == [f"{HOOK_PREFIX} not run - /usr/bin/python3 is missing (apt-get install "
+                                        "python3, then run tasks/apt_hook.py again)"]
             done = sh(root, "apt-get install -y /tmp/bad.deb")
             assert done.returncode == 100 and len(hook_lines(done)) == 1
             assert sh(root, "dpkg --purge rocm-fleet-test-bad").returncode == 0

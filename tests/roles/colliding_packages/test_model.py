@@ -9,12 +9,12 @@ import pytest
 
 from roles.colliding_packages.data import COLLIDING_PACKAGES
 from roles.colliding_packages.model import find_collisions
-from roles.debian_packages import InstalledPackage, parse_dpkg_query
-from verify.distro_rocm import is_amd_version
+from roles.debian.packages import InstalledPackage, parse_dpkg_query
+from verify.debian.distro_rocm import is_amd_version
 
 AMD = {entry.name: entry.amd_component_version for entry in COLLIDING_PACKAGES}
 # Versions the archives really ship (apt-cache on Debian 12/13 here; Ubuntu's from ROCm issues #3656, #6367, #1899,
-# #2378 and rocm-stack.md), plus AMD's own of other releases.
+# #2378), plus AMD's own of other releases.
 SHIPPED = [
     ("rocminfo", "5.2.3-2"), ("hipcc", "5.2.3-8"), ("rocm-cmake", "5.4.0-1"), ("rocm-device-libs", "5.2.3-2"),  # 12
     ("rocminfo", "6.1.2-2"), ("hipcc", "5.7.1-6+deb13u1"), ("rocm-cmake", "6.3.2-1"),  # Debian 13

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.os_support import parse_os_release
+from roles.debian.os_support import parse_os_release
 from roles.preflight.model import (
     FreeSpace,
     PreflightInput,
@@ -19,12 +19,13 @@ from roles.preflight.model import (
     parse_gpu_inventory,
 )
 
-FACTS = Path(__file__).parent / "facts"
+FACTS = (Path(__file__).parent / "facts", Path(__file__).parents[1] / "debian" / "facts")  # OsReleaseFile: shared
 GB = 10**9
 
 
 def _output(fact: str, case: str) -> list[str]:
-    return json.loads((FACTS / fact / f"{case}.json").read_text())["output"]
+    folder = next(facts / fact for facts in FACTS if (facts / fact).is_dir())
+    return json.loads((folder / f"{case}.json").read_text())["output"]
 
 
 def _host(**changes) -> PreflightInput:
@@ -131,3 +132,43 @@ def test_every_problem_is_reported_at_once():
     verdict = check(_host(gpus=parse_gpu_inventory([]), existing_users=frozenset(),
                           free=(FreeSpace("/opt", "/", 1 * GB), FreeSpace("/opt/rocm-fleet/venv", "/", 1 * GB))))
     assert len(verdict.problems) == 3
+
+
+# --- the kernel side and integrated GPUs (issue 11) ------------------------------------------------------------------
+
+def _kernel_case(name):
+    from roles.debian import facts as debian_facts
+    from tests.support.operation_cases import process_fact
+
+    path = Path(__file__).parents[1] / "debian" / "facts" / "KernelDriver" / f"{name}.json"
+    return process_fact(debian_facts.KernelDriver, json.loads(path.read_text())["output"])
+
+
+def test_a_blacklisted_amdgpu_stops_a_gpu_host_with_the_file_and_the_fix():
+    facts = _host(kernels=_kernel_case("debian12_blacklisted"))
+    verdict = check(facts)
+    assert not verdict.fit
+    assert ("amdgpu is kept from loading by 'blacklist amdgpu' in /etc/modprobe.d/blacklist-gpu.conf:3: remove it, "
+            "then update-initramfs -u and reboot (AMD's install FAQ)") in verdict.problems
+    assert check(replace(facts, gpu_required=False, gpus=None)).fit  # no GPU required: not a stop
+
+
+def test_a_pending_reboot_into_a_kernel_without_amdgpu_is_a_warning_not_a_stop():
+    verdict = check(_host(kernels=_kernel_case("ubuntu_noble_upgrade_without_modules_extra"),
+                          gpus=parse_gpu_inventory(_output("GpuDevices", "instinct_mi300x"))))
+    assert verdict.fit
+    assert verdict.warnings == (
+        "reboot pending: the next boot runs 6.8.0-51-generic, which has no amdgpu.ko — the GPU is gone after that "
+        "reboot: apt-get install linux-modules-extra-6.8.0-51-generic first (the ROCm stage does where apt has it)",)
+
+
+def test_an_apus_igpu_beside_a_discrete_gpu_is_named_with_amds_advice():
+    """The recorded Ryzen desktop (facts/GpuDevices/ryzen_rx7900xt.json): RX 7900 XT and the Raphael iGPU."""
+    gpus = parse_gpu_inventory(_output("GpuDevices", "ryzen_rx7900xt"))
+    assert [d.slot for d in gpus.integrated] == ["0000:0e:00.0"] and [d.slot for d in gpus.discrete] == ["0000:03:00.0"]
+    verdict = check(_host(gpus=gpus))
+    assert verdict.fit and verdict.warnings == (
+        "integrated GPU 0000:0e:00.0 Raphael (gfx1036) beside the discrete GPU(s) 0000:03:00.0 (0x744c): the ROCm "
+        "runtime may crash with the iGPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable "
+        "the integrated GPU in the BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the "
+        "HIP_VISIBLE_DEVICES value that hides the iGPU",)

@@ -1,5 +1,5 @@
-"""roles/rocm/model.py: AMD's file names and URLs, what counts as installed, what to do with another release, and the
-apt lists amdgpu-install writes."""
+"""roles/rocm/model.py: AMD's file names and URLs, what to do with the installed ROCm or another release, and the apt
+lists amdgpu-install writes."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
+from roles.debian.installed_rocm import parse_installation
 from roles.rocm.model import (
     AMDGPU_LIST,
     ROCM_LIST,
     check_repositories,
     installer_file_name,
     installer_url,
-    parse_installation,
     parse_list_entries,
     plan_rocm,
     release_folder,
 )
 
-FACTS = Path(__file__).parent / "facts"
+FACTS = Path(__file__).parents[1] / "debian" / "facts"  # InstalledRocm's cases: a fact every stage may read
 
 
 def _installation(case: str):
@@ -28,29 +28,13 @@ def _installation(case: str):
 
 
 def test_installer_url_for_a_patch_release_and_for_an_x_y_0_release():
-    # The documented URLs (rocm-stack.md; AMD's install docs for 7.2.0 drop the .0 in folder and file name).
+    # AMD's documented URLs (ROCm/rocm-install-on-linux; its docs for 7.2.0 drop the .0 in folder and file name).
     assert installer_url("https://repo.radeon.com", "7.2.4", "70204", "noble") == (
         "https://repo.radeon.com/amdgpu-install/7.2.4/ubuntu/noble/amdgpu-install_7.2.4.70204-1_all.deb")
     assert installer_url("https://repo.radeon.com/", "7.2.0", "70200", "jammy") == (
         "https://repo.radeon.com/amdgpu-install/7.2/ubuntu/jammy/amdgpu-install_7.2.70200-1_all.deb")
     assert installer_file_name("6.3.4", "60304") == "amdgpu-install_6.3.4.60304-1_all.deb"
     assert release_folder("30.30.0") == "30.30"
-
-
-def test_complete_install_needs_tree_core_and_meta_package():
-    provisioned = _installation("provisioned_noble")
-    assert provisioned.is_complete("7.2.4", "70204")
-    assert not provisioned.is_complete("7.2.4", "70205")
-    without_meta = parse_installation(["tree /opt/rocm-7.2.4 7.2.4-93", "pkg rocm-core 7.2.4.70204-93~24.04 ii "])
-    assert not without_meta.is_complete("7.2.4", "70204")
-    tree_only = parse_installation(["tree /opt/rocm-7.2.4 7.2.4-93"])
-    assert not tree_only.is_complete("7.2.4", "70204")
-
-
-def test_release_read_from_version_file_else_directory_name():
-    found = parse_installation(["tree /opt/rocm-6.4.1 6.4.1-83", "tree /opt/rocm-7.2.4", "tree /opt/rocm-custom"])
-    assert [(t.path, t.release) for t in found.trees] == [
-        ("/opt/rocm-6.4.1", "6.4.1"), ("/opt/rocm-7.2.4", "7.2.4"), ("/opt/rocm-custom", "")]
 
 
 def test_plan_fresh_installed_and_other_release():
@@ -121,6 +105,26 @@ def test_wrong_lists_are_named_and_rewritten_keeping_the_keyring(change, problem
         # The rewrite is exactly what passes the check.
         assert check_repositories({**NOBLE, path: text}, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble").ok
         assert all("signed-by=/etc/apt/keyrings/rocm.gpg" in e.options for e in parse_list_entries(text))
+
+
+@pytest.mark.parametrize("option", ["trusted=yes", "allow-insecure=yes", "allow-weak=yes",
+                                    "allow-downgrade-to-insecure=yes", "trusted=YES", "trusted=true", "trusted=1",
+                                    "trusted=on"])
+def test_an_option_that_switches_off_apts_signature_check_is_a_problem_and_dropped(option):
+    """With it, apt installs whatever the mirror serves — over plain http, whatever anyone on the way serves — and the
+    keyring the installer deb brought (the root of trust its sha256 protects) vouches for nothing."""
+    lists = {k: v.replace("[arch=amd64 ", f"[arch=amd64 {option} ") for k, v in NOBLE.items()}
+    check = check_repositories(lists, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble")
+    assert check.problems == (f"{ROCM_LIST}: {option} switches off apt's signature check",
+                              f"{AMDGPU_LIST}: {option} switches off apt's signature check")
+    assert set(check.rewrites) == {ROCM_LIST, AMDGPU_LIST}
+    assert check_repositories(check.rewrites, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble").ok
+    for text in check.rewrites.values():
+        assert all(e.options == "[arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg]" for e in parse_list_entries(text))
+    # Saying the check stays on is no problem.
+    for option in ("trusted=no", "trusted=0", "allow-insecure=false"):
+        fine = {k: v.replace("[arch=amd64 ", f"[arch=amd64 {option} ") for k, v in NOBLE.items()}
+        assert check_repositories(fine, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble").ok
 
 
 def test_x_y_0_release_uses_the_folder_without_patch_level():

@@ -15,9 +15,9 @@ from pyinfra.api.exceptions import FactProcessError
 
 from roles import verifier
 from roles.strays.facts import DistroRocmStrays
-from verify.strays import find_strays
+from verify.debian.strays import find_strays
 
-DATA = Path(__file__).parents[2] / "verify" / "data" / "strays"
+DATA = Path(__file__).parents[2] / "verify" / "debian" / "data" / "strays"
 
 
 def test_command():

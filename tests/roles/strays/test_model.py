@@ -15,9 +15,9 @@ import pytest
 
 from roles.strays.model import plan_removal
 from tests.support.debs import ScratchDpkg, build_deb
-from verify.strays import Stray, StraysReport, find_strays
+from verify.debian.strays import Stray, StraysReport, find_strays
 
-DATA = Path(__file__).parents[2] / "verify" / "data" / "strays"
+DATA = Path(__file__).parents[2] / "verify" / "debian" / "data" / "strays"
 ROCM = {"Maintainer": "Debian ROCm Team <debian-ai@lists.debian.org>"}
 
 

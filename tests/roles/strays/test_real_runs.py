@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.chroot_hosts import chroot_host, run_pyinfra
 from tests.support.debian_roots import image
-from verify.strays import find_strays
+from verify.debian.strays import find_strays
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 

@@ -1,5 +1,5 @@
 """roles/venv/facts.py: each fact's shell text run for real on this machine, and its output parsed — and none of them
-runs anything of the venv (issue 9: they run as root, the venv is an ordinary account's)."""
+runs anything of the venv (they run as root, the venv is an ordinary account's)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from pyinfra.api.exceptions import FactProcessError
 
-from roles.venv.facts import HostPython3, VenvContents, VenvPathAccess
-from roles.venv.model import HostPython, VenvState, venv_path_problem
+from roles.venv.facts import HostPython3, VenvContents
+from roles.venv.model import HostPython, VenvState
 
-from tests.support.venvs import root_only_dir
 
 ME = pwd.getpwuid(os.getuid()).pw_name
 
@@ -116,55 +115,49 @@ def test_a_fifo_or_huge_file_in_the_venv_does_not_hang_or_flood_the_fact(tmp_pat
     assert found.packages == {"ok": "1.0"}
 
 
+HOSTILE = ("regular", "too large", "fifo", "chardev", "symlink to /dev/zero", "socket", "directory")
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_the_facts_copy_of_safe_read_reads_what_safe_read_reads(tmp_path, kind):
+    """The fact's script cannot import verify/ on a host, so it carries a copy of verify/safe_read.py's read_text
+    (roles/venv/facts.py `_READ_TEXT`): on every kind of hostile file both read the same text or both refuse."""
+    from roles.venv import facts
+    from tests.support.hostile_files import plant
+    from verify.safe_read import read_text
+    from verify.stack.venv_layout import MAX_METADATA
+
+    copy: dict = {}
+    exec(facts._READ_TEXT, copy)
+    assert copy["LIMIT"] == MAX_METADATA
+    path = tmp_path / "METADATA"
+    if kind == "regular":
+        path.write_bytes(b"Name: ok\nVersion: 1.0\n\xff\n")
+    elif kind == "too large":
+        with open(path, "wb") as big:
+            big.truncate(MAX_METADATA + 1)
+    else:
+        if kind == "chardev" and os.geteuid() != 0:
+            pytest.skip("mknod needs root")
+        plant(path, kind)
+
+    def outcome(read):
+        try:
+            return read()
+        except OSError:
+            return OSError
+
+    ours = outcome(lambda: copy["text"](str(path)))
+    assert ours == outcome(lambda: read_text(path, MAX_METADATA, errors="replace", follow=False))
+    assert (ours is OSError) == (kind != "regular")
+
+
 def test_files_of_another_account_in_the_venv_are_named(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
     assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign is None
     stray = tmp_path / "v" / "pyvenv.cfg"
     os.chown(stray, 65534, 65534)
     assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign == str(stray)
-
-
-def _access(path: Path, owner: str = "root") -> str | None:
-    return venv_path_problem(str(path), owner, run_fact(VenvPathAccess(), path=str(path), owner=owner))
-
-
-@pytest.fixture
-def root_dir():
-    with root_only_dir() as made:
-        assert _access(made / "venv") is None, "the checkout's directories are not root's alone"
-        yield made
-
-
-def test_venv_path_access_reads_both_chains(root_dir):
-    link = root_dir / "link"
-    (root_dir / "real" / "a").mkdir(parents=True)
-    link.symlink_to(root_dir / "real")
-    found = run_fact(VenvPathAccess(), path=str(link / "a" / "venv"), owner="root")
-    assert found.owner_uid == 0 and found.resolved_parent == str(root_dir / "real" / "a")
-    by_path = {entry.path: entry for entry in found.entries}
-    assert by_path[str(link)].is_link  # the path as written, not followed
-    assert {"/", str(root_dir), str(root_dir / "real"), str(root_dir / "real" / "a")} <= set(by_path)
-    assert 0 in found.group_accounts and "root" in found.group_accounts[0]
-
-
-def test_venv_path_writable_by_another_account_is_refused(root_dir):
-    """Issue 9: a venv_path whose directories another account can write — owned by it, world-writable (sticky or
-    not), or reached through a symlink into such a place — is refused; the owner's own directory is not."""
-    other = root_dir / "other"
-    (other / "deeper").mkdir(parents=True)
-    os.chown(other, 65534, 65534)  # nobody's
-    assert _access(other / "deeper" / "venv") == (
-        f"venv_path {other}/deeper/venv: {other} is owned by nobody — another account could swap the venv and have "
-        "its code run as root; use a venv_path whose directories only root can write (e.g. /opt/rocm-fleet/venv), "
-        f"or fix {other} (chown root: / chmod go-w)")
-    shared = root_dir / "shared"
-    shared.mkdir()
-    shared.chmod(0o1777)
-    assert f"{shared} is writable by every account" in _access(shared / "venv")
-    link = root_dir / "link"
-    link.symlink_to(other / "deeper")
-    assert f"{other} is owned by nobody" in _access(link / "venv")
-    assert _access(other / "deeper" / "venv", owner="nobody") is None
 
 
 def test_unreadable_output_is_a_fact_error():

@@ -1,5 +1,5 @@
 """roles/venv/model.py: PEP 440 requirement checks (local versions included), the wheel platforms for a host, what
-happens to an existing venv, and who may write the directories above it."""
+happens to an existing venv."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ from packaging import tags
 
 from roles.venv.model import (
     HostPython,
-    PathAccess,
-    PathEntry,
     VenvPlan,
     VenvState,
     plan_venv,
     requirement_met,
     unmet,
-    venv_path_problem,
     wheel_platforms,
 )
 
@@ -71,29 +68,6 @@ def test_requirement_met(spec, installed, met):
 def test_unmet_keeps_order():
     assert unmet(["torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1"], {"torch": "2.13.0+cpu"}) == (
         "torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1")
-
-
-def _entry(path, uid=0, gid=0, mode=0o40755, user="root", group="root"):
-    return PathEntry(path, uid, gid, mode, user, group)
-
-
-def test_a_group_writable_directory_is_refused_only_when_someone_else_is_in_the_group():
-    lab = _entry("/srv/lab", gid=1500, mode=0o42775, group="lab")
-    mine = PathAccess(1001, (_entry("/"), _entry("/srv"), lab), {1500: frozenset({"alice"})}, "/srv/lab")
-    assert venv_path_problem("/srv/lab/venv", "alice", mine) is None
-    shared = PathAccess(1001, (_entry("/"), _entry("/srv"), lab), {1500: frozenset({"alice", "bob"})}, "/srv/lab")
-    assert venv_path_problem("/srv/lab/venv", "alice", shared).startswith(
-        "venv_path /srv/lab/venv: /srv/lab is writable by group lab (bob) — another account could swap the venv and "
-        "have its code run as alice; use a venv_path whose directories only root and alice can write")
-
-
-def test_the_owners_directory_is_fine_and_makes_the_owner_create_the_venv():
-    home = _entry("/home/alice", uid=1001, gid=1001, mode=0o40700, user="alice", group="alice")
-    access = PathAccess(1001, (_entry("/"), _entry("/home"), home), {}, "/home/alice/envs")
-    assert venv_path_problem("/home/alice/envs/venv", "alice", access) is None
-    assert access.owner_makes_it()
-    opt = PathAccess(1001, (_entry("/"), _entry("/opt")), {}, "/opt/rocm-fleet")
-    assert not opt.owner_makes_it()
 
 
 def test_a_venv_of_another_account_or_with_its_files_is_replaced_never_chowned():

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from localfleet.ports import free_port
+from roles.validators import split_address
 from roles.venv.wheelhouse import STAMP
-from roles.venv.wheelhouse_pull import WheelhouseServer, split_address
+from roles.venv.wheelhouse_pull import WheelhouseServer
 
 WHEEL = "rocm_fleet_dummy-1.0-py3-none-any.whl"
 
@@ -168,6 +169,7 @@ def test_split_address():
     assert split_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
     assert split_address("[::1]:8765") == ("::1", 8765)
     assert split_address("controller.lab:80") == ("controller.lab", 80)
-    for bad in ("8765", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", ":8765", "[::1:8765", "host:port"):
+    for bad in ("8765", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", ":8765", "[::1:8765", "host:port", "[]:80",
+                "a b:80", "$(id):80"):
         with pytest.raises(ValueError):
             split_address(bad)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from roles.settings import check_data
-from roles.verification.deploy import check_arguments, remote_command
+from roles.verification.deploy import check_arguments, expected_request, remote_command
 from roles.verifier import STALE_EXIT, stale_line, verifier_command
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
@@ -35,9 +35,13 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def write_inventory(path: Path, venv: Path, reports: Path) -> Path:
-    data = {"venv_path": str(venv), "verify_device": "cpu", "gpu_required": False, "torch_label": LABEL,
+def inventory_data(venv: Path, reports: Path) -> dict:
+    return {"venv_path": str(venv), "verify_device": "cpu", "gpu_required": False, "torch_label": LABEL,
             "reports_dir": str(reports)}
+
+
+def write_inventory(path: Path, venv: Path, reports: Path) -> Path:
+    data = inventory_data(venv, reports)
     path.write_text(
         "workstations = [\n"
         f"    ('@local', {data!r}),\n"
@@ -120,6 +124,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     report = json.loads((reports / "@local.json").read_text())
     assert report["verdict"] == "fail" and report["request"]["device"] == "cpu"
     assert report["request"]["torch_label"] == LABEL
+    assert report["request"] == expected_request(settings(**inventory_data(venv, reports)))
     summary = (reports / "summary.md").read_text()
     assert f"| @local | {report['host']['os']} | none | 2.13.0+cpu ({LABEL}) |" in summary
     assert "| ws-down | — |" in summary and "**UNREACHABLE**: could not connect" in summary
@@ -158,24 +163,43 @@ def settings(**data):
 def test_check_arguments_follow_the_inventory():
     default = check_arguments(settings())
     assert default == ["check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root", "--json"]
+                       "--expect-bitsandbytes", "0.50.1", "--device", "auto", "--probe-user", "root",
+                       "--expect-amd-repo", "--json"]
     test_fleet = check_arguments(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
-                                          torch_label=LABEL))
+                                          torch_label=LABEL, rocm_install="skip"))
     assert test_fleet[-7:] == ["cpu", "--probe-user", "root", "--no-gpu-required", "--torch-label", LABEL, "--json"]
     assert "/srv/venv" in test_fleet
-    # The venv's code runs as its owner (issue 9): the verifier, root, is told whom.
+    # ROCm from AMD's repositories (rocm_install: install): their pin and lists are checked (apt.pin, apt.lists).
+    assert "--expect-amd-repo" in default and "--expect-amd-repo" not in test_fleet
+    # The venv's code runs as its owner: the verifier, root, is told whom.
     owned = check_arguments(settings(venv_owner="alice"))
     assert owned[owned.index("--probe-user") + 1] == "alice"
 
 
-def test_the_remote_command_always_reports_the_verifiers_exit_status():
+def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit_status():
     command = remote_command(settings())
-    assert command.startswith(verifier_command(*check_arguments(settings())))
+    assert command.startswith('echo rocm-fleet-verify-host="$(uname -n)"; '
+                              + verifier_command(*check_arguments(settings())))
     assert "python3 -I /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
-    assert command.endswith("; echo rocm-fleet-verify-exit=$?")
+    assert command.endswith(f"(exit {STALE_EXIT}); fi; echo rocm-fleet-verify-exit=$?")
+    host_line = f"rocm-fleet-verify-host={os.uname().nodename}"
     done = subprocess.run(["sh", "-c", command.replace("python3 -I ", "false ", 1).replace(
         "sha256sum --check --status", "true", 1)], capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == "rocm-fleet-verify-exit=1"
-    # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported.
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == [host_line, "rocm-fleet-verify-exit=1"]
+    # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported;
+    # the sha256 check writes nothing on stdout, which the controller reads strictly (reports.py).
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    assert done.stdout.strip() == f"rocm-fleet-verify-exit={STALE_EXIT}" and done.stderr.strip() == stale_line()
+    assert done.stdout.splitlines() == [host_line, f"rocm-fleet-verify-exit={STALE_EXIT}"]
+    assert done.stderr.strip() == stale_line()
+
+
+def test_the_expected_request_is_what_the_check_arguments_ask():
+    """A report answering these arguments states exactly this request (the real verifier's, on the torch-cpu venv,
+    is compared in test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fleet)."""
+    found = expected_request(settings(verify_device="cpu", gpu_required=False, venv_path="/srv/venv",
+                                      torch_label=LABEL))
+    assert found == {"venv": "/srv/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1", "device": "cpu",
+                     "gpu_required": False, "static_only": False, "root": "/", "torch_label": LABEL,
+                     "expect_amd_repo": True}
+    assert expected_request(settings(rocm_install="skip"))["expect_amd_repo"] is False

@@ -6,6 +6,7 @@ mock-library fallback), and on stand-in workstation images (tests/support/standi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -20,8 +21,10 @@ from roles.verification.summary import (
     render_markdown,
     row_for,
 )
+from tests.support.report_samples import FACTS, edited, sample, sample_report
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv
+from verify.report.report import Report, StraysFacts
 
 LABEL = "torch 2.13.0 CPU, stand-in for the ROCm wheel"
 
@@ -40,11 +43,12 @@ def outcomes(tmp_path_factory) -> list[HostOutcome]:
     mixed.bitsandbytes()
     mixed.system_rocm()
     warned, _ = run_check_root(mixed.root)
+    read = Report.from_json  # as the verification stage reads each host's output
     return [
-        HostOutcome("ws1", VERIFIED, cpu, torch_label=LABEL),
-        HostOutcome("ws|2", VERIFIED, mocked),
-        HostOutcome("ws3", VERIFIED, passed),
-        HostOutcome("ws4", VERIFIED, warned),
+        HostOutcome("ws1", VERIFIED, read(cpu), torch_label=LABEL),
+        HostOutcome("ws|2", VERIFIED, read(mocked)),
+        HostOutcome("ws3", VERIFIED, read(passed)),
+        HostOutcome("ws4", VERIFIED, read(warned)),
         HostOutcome("ws5", UNREACHABLE, detail="could not connect"),
         HostOutcome("ws6", NOT_VERIFIED, detail="failed at 'Preflight | stop: unsupported OS'"),
     ]
@@ -122,6 +126,21 @@ def test_strays_that_could_bind_are_never_hidden_behind_the_cut():
     packages = ["libamd-comgr2", "libamdhip64-5", "libhsakmt1", "librocsparse0", "libdrm-amdgpu1x",
                 "libhsa-runtime64-1", "librocm-smi64-1"]
     risky = ["libhsa-runtime64-1", "librocm-smi64-1"]
-    report = {"facts": {"strays": {"count": 7, "packages": packages, "binding_risk": risky}}, "checks": []}
+    strays = StraysFacts(7, tuple(packages), tuple(risky))
+    report = replace(sample({"strays": "warn"}), facts=replace(FACTS, strays=strays))
     cell = row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("Strays") - 1]
     assert cell.startswith("7: libhsa-runtime64-1 ⚠, librocm-smi64-1 ⚠, ") and cell.endswith(" +3"), cell
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda r: r.update(verdict="pass"), "not proven — the report's verdict 'pass' is not what its checks give"),
+    (lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),
+     "not proven — the report's verdict 'fail' is not what its checks give"),
+])
+def test_a_report_that_does_not_prove_its_verdict_is_not_shown_as_one(change, words):
+    """The summary shows PASS or WARN only where verify/report/report.py's rule says the report proves it. (A
+    document that does not match the schema never becomes a Report to show: Report.from_json refuses it.)"""
+    report = Report.from_json(edited(sample_report({"linkage.static": "fail"}), change))
+    row = row_for(HostOutcome("ws1", VERIFIED, report))
+    assert row.verdict == "NOT VERIFIED" and row.reason.startswith(words), row
+    assert "NOT VERIFIED" in render_markdown([HostOutcome("ws1", VERIFIED, report)], title="t", generated_at="now")

@@ -107,7 +107,7 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         capture_output=True, text=True, timeout=120,
     )
     modules = [line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")]
-    assert "verify.host_check" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
+    assert "verify.checks.registry" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
     assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
     assert done.returncode == imported.returncode == 0
 
@@ -116,11 +116,11 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
     broken = tmp_path / "broken"
     shutil.copytree(copy, broken)
     if how == "module raises":
-        (broken / "verify" / "host_check.py").write_text("raise RuntimeError('disk error while reading')\n")
-        shutil.rmtree(broken / "verify" / "__pycache__")
+        (broken / "verify" / "checks" / "registry.py").write_text("raise RuntimeError('disk error while reading')\n")
+        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
     else:
-        (broken / "verify" / "host_check.py").unlink()
-        shutil.rmtree(broken / "verify" / "__pycache__")
+        (broken / "verify" / "checks" / "registry.py").unlink()
+        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
     return broken
 
 
@@ -129,6 +129,9 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
      f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"),
     ("bad hook line", ["--expect-rocm", "7.2"],
      f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)"),
+    ("unknown release", ["--expect-rocm", "7.2.9"],
+     f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a release is "
+     "added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)"),
     ("unknown argument", ["--bogus"],
      f"{PREFIX} not run — unrecognized arguments: --bogus (the hook line in /etc/apt/apt.conf.d is wrong: run "
      "tasks/apt_hook.py again)"),
@@ -150,7 +153,7 @@ def test_the_time_limit_holds_even_if_apt_started_the_hook_with_sigalrm_blocked(
 
 @pytest.mark.parametrize("how, expected", [
     ("module raises", "RuntimeError: disk error while reading"),
-    ("module deleted", "ModuleNotFoundError: No module named 'verify.host_check'"),
+    ("module deleted", "ModuleNotFoundError: No module named 'verify.checks.registry'"),
 ])
 def test_a_damaged_verifier_copy_prints_one_line_and_exits_0(copy, workstation, tmp_path, how, expected):
     broken = _damaged_copy(copy, tmp_path, how)
@@ -180,8 +183,8 @@ def test_a_state_file_it_cannot_compare_with_is_named_and_replaced(copy, worksta
     del linkage["evidence"]["rocm_objects"][0]["requested_as"]
     (state / "last.json").write_text(json.dumps(kept))
     said = lines(hook(copy, workstation.root, state))
-    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (KeyError: "
-                       "'requested_as'): this run's result replaces it")
+    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (ReportError: "
+                       "linkage.static's evidence has no 'requested_as'): this run's result replaces it")
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
     assert lines(hook(copy, workstation.root, state)) == []  # compared with the replacement from now on
 
@@ -220,7 +223,7 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
 
     from verify.commands.apt_hook import DEFAULT_STATE_DIR, add_arguments
     from verify.commands.check import register as register_check
-    from verify.hook_state import DEFAULT_DIR
+    from verify.report.hook_state import DEFAULT_DIR
 
     assert DEFAULT_STATE_DIR == DEFAULT_DIR
     hook_parser = argparse.ArgumentParser()
@@ -231,3 +234,94 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     check_args = check_parser.choices["check"].parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
     assert hook_args.expect_bitsandbytes == check_args.expect_bitsandbytes
     assert hook_args.state_dir == Path(DEFAULT_DIR)
+
+
+BNB_LIBRARY = f"{VENV}/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
+
+
+@pytest.mark.parametrize("kind, words", [
+    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+    ("chardev", "is a character device, not a regular file"),
+    ("sparse", "claims 1099511627776 bytes, more than any real one (limit 1048576 bytes): corrupt or hostile, "
+               "not read"),
+])
+def test_a_hostile_library_is_a_finding_in_apts_output_not_a_hang(copy, workstation, tmp_path, kind, words):
+    """Issue 9 findings 5 and 6, the hook's side: after every dpkg run it read bitsandbytes' library as root; a FIFO
+    there made every dpkg run wait for the hook's 60 s limit (and then say nothing useful), a sparse ELF claiming a
+    terabyte was a MemoryError. Now the check itself reports the file, in apt's output, and never opens the FIFO."""
+    import os
+
+    from tests.support.hostile_files import fifo_readers, plant
+    from tests.verify.ld.test_elf import _sparse
+
+    if kind == "chardev" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    state = tmp_path / "state"
+    lines(hook(copy, workstation.root, state))  # the baseline: WARN
+    target = workstation.root / BNB_LIBRARY.lstrip("/")
+    if kind == "sparse":
+        _sparse(target.read_bytes(), target, 2, 1 << 40)
+    else:
+        plant(target, kind)
+    with fifo_readers(target) as opened:
+        warning = lines(hook(copy, workstation.root, state))
+    assert opened.count == 0, "the hook opened the FIFO to read it"
+    assert warning[0] == f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {VENV} worse (check now FAIL):"
+    assert warning[-1].startswith(f"{PREFIX} now FAIL: linkage.static: {BNB_LIBRARY}: "), warning[-1]
+    assert words in warning[-1] and "reinstall what ships libbitsandbytes_rocm72.so" in warning[-1], warning[-1]
+    assert json.loads((state / "last-pass.json").read_text())["report"]["verdict"] == "warn"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "1e300", "-1", "never"])
+def test_a_time_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_0(copy, workstation, tmp_path, value):
+    """Issue 9 finding 10: `--time-limit nan` set no limit at all, `inf` and `1e300` ended in an OverflowError."""
+    assert lines(hook(copy, workstation.root, tmp_path / "state", f"--time-limit={value}")) == [
+        f"{PREFIX} not run — argument --time-limit: {value!r} is not a number of seconds from 0 up to 3600; 0 means "
+        "no limit (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"]
+    assert not (tmp_path / "state").exists()
+
+
+# --- kernels (issue 11) ----------------------------------------------------------------------------------------------
+
+def _install_kernel(root: Path, release: str, amdgpu: bool) -> None:
+    """What a kernel package leaves on disk, enough for the hook: the image and its modules directory (STAND-IN files)."""
+    (root / "boot").mkdir(exist_ok=True)
+    (root / "boot" / f"vmlinuz-{release}").write_bytes(b"stand-in kernel image")
+    modules = root / "lib/modules" / release / "kernel/drivers/gpu/drm/amd/amdgpu"
+    modules.mkdir(parents=True)
+    if amdgpu:
+        (modules / "amdgpu.ko.zst").write_bytes(b"stand-in module")
+
+
+def test_a_dpkg_run_that_installs_a_kernel_without_amdgpu_warns_in_apts_output(copy, workstation, tmp_path):
+    state = tmp_path / "state"
+    _install_kernel(workstation.root, "6.8.0-49-generic", amdgpu=True)
+    lines(hook(copy, workstation.root, state))  # the baseline
+    _install_kernel(workstation.root, "6.8.0-51-generic", amdgpu=True)
+    assert lines(hook(copy, workstation.root, state)) == [
+        f"{PREFIX} changed by this dpkg run: kernel 6.8.0-51-generic was installed (amdgpu.ko present) (check now WARN)"]
+    _install_kernel(workstation.root, "6.8.0-52-generic", amdgpu=False)
+    warning = lines(hook(copy, workstation.root, state))
+    assert warning[:2] == [
+        f"{PREFIX} WARNING: this dpkg run made the ROCm setup of {VENV} worse (check now WARN):",
+        f"{PREFIX}   worse: kernel 6.8.0-52-generic was installed without amdgpu.ko: it boots next — after the next "
+        "reboot the GPU is gone",
+    ]
+
+
+def test_a_pending_reboot_is_one_line_naming_the_next_kernel():
+    """The running system cannot be an image (--root has no running kernel): the line from a report's kernel facts."""
+    from dataclasses import replace
+
+    from tests.support.report_samples import sample
+    from verify.commands.apt_hook import reboot_lines
+    from verify.report.report import KernelFacts
+
+    report = sample(static_only=True)
+    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
+                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
+    assert reboot_lines(replace(report, facts=replace(report.facts, kernel=pending))) == [
+        f"{PREFIX} reboot pending: the next boot runs 6.8.0-51-generic (NO amdgpu.ko: the GPU is gone after that "
+        "reboot; 6.8.0-49-generic runs now)"]
+    settled = replace(pending, next_boot="6.8.0-49-generic", reboot_pending=False)
+    assert reboot_lines(replace(report, facts=replace(report.facts, kernel=settled))) == []

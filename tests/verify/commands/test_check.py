@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
 
 from roles.verifier import zipapp_bytes
-from tests.support.standin_rocm import VENV, StandinImage
+from tests.support.hostile_files import fifo_readers, plant
+from tests.support.standin_rocm import SITE, VENV, StandinImage
 from tests.support.venvs import REPO
 from tests.support.verify_runs import cached_check, torch_cpu_venv
-from verify.report import load_schema
+from tests.verify.ld.test_elf import _sparse
+from verify.checks.registry import CheckOptions, run_checks
+from verify.report.report import STATIC_CHECK_IDS, judge_report, load_schema
 
 
 def verify(*arguments: str) -> subprocess.CompletedProcess:
@@ -46,8 +51,8 @@ def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):
     done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].endswith(": PASS — all 5 checks passed")
-    assert [line.split()[0] for line in lines[1:]] == ["PASS"] * 5
+    assert lines[0].endswith(": PASS — all 8 checks passed")  # the kernel checks skip an image
+    assert [line.split()[0] for line in lines[1:]] == ["PASS"] * 8 + ["SKIP"] * 3
 
 
 @pytest.mark.slow
@@ -77,3 +82,106 @@ def test_the_zipapp_runs_the_same_checks_with_the_systems_bare_python3(tmp_path)
     assert by_id["nf4.cpu"]["status"] == "pass" and by_id["runtime.maps"]["status"] == "pass"
     assert report["host"]["python"].startswith("3.11") and report["request"]["gpu_required"] is False
     jsonschema.validate(report, load_schema())
+
+
+BNB_LIBRARY = f"{SITE}/bitsandbytes/libbitsandbytes_rocm72.so"
+FINDING = {
+    "fifo": "is a FIFO (a named pipe: opening it would block), not a regular file",
+    "chardev": "is a character device, not a regular file",
+    "socket": "is a socket, not a regular file",
+    "directory": "cannot read file data (it is a directory)",
+    "sparse": "claims 68719476736 bytes, more than any real one (limit 1048576 bytes): corrupt or hostile, not read",
+}
+
+
+def provisioned(top) -> StandinImage:
+    image = StandinImage(top / "image")
+    image.torch()
+    image.bitsandbytes()
+    image.system_rocm()
+    return image
+
+
+@pytest.mark.parametrize("kind", FINDING)
+def test_a_hostile_file_at_bitsandbytes_library_is_a_finding_of_check_root(tmp_path, kind):
+    """Issue 9 findings 5 and 6: a FIFO there hung the static check (root's, after every dpkg run) for ever; a device
+    node was opened and read; a sparse ELF claiming 64 GiB of dynamic section was read into memory. Now each is a
+    failing linkage check naming the file, in a report that proves what it says, and nothing opens the FIFO."""
+    if kind == "chardev" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    image = provisioned(tmp_path)
+    target = image.path(BNB_LIBRARY)
+    if kind == "sparse":
+        _sparse(target.read_bytes(), target, 2, 1 << 36)
+    else:
+        plant(target, kind)
+    with fifo_readers(target) as opened:
+        done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json")
+    assert opened.count == 0, "the static check opened the FIFO to read it"
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    linkage = next(c for c in report["checks"] if c["id"] == "linkage.static")
+    assert linkage["status"] == "fail" and FINDING[kind] in linkage["reason"], linkage["reason"]
+    assert BNB_LIBRARY in linkage["reason"]
+    assert judge_report(report, exit_status=done.returncode).trustworthy
+
+
+def test_a_symlink_to_dev_zero_in_an_image_stays_in_the_image(tmp_path):
+    """Under --root a link is followed inside the image: the image has no /dev/zero, so the library is missing —
+    the host's /dev/zero is never opened."""
+    image = provisioned(tmp_path)
+    plant(image.path(BNB_LIBRARY), "symlink to /dev/zero")
+    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json")
+    linkage = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "linkage.static")
+    assert done.returncode == 1 and linkage["status"] == "fail", linkage
+
+
+def test_the_static_part_out_of_time_is_a_failing_check_not_a_hang(tmp_path):
+    """A deadline of 0 s has passed before the first file is opened, on any machine: every static check fails with
+    what it stopped at, the runtime probe is not started, and the report still proves what it says."""
+    image = provisioned(tmp_path)
+    report = run_checks(CheckOptions(venv=Path(VENV), expect_rocm="7.2.4", root=image.root, static_only=True,
+                                     static_time_limit=0)).to_json()
+    assert [c["id"] for c in report["checks"]] == list(STATIC_CHECK_IDS)
+    for check in report["checks"]:
+        assert check["status"] == "fail"
+        assert check["reason"].startswith("the static check did not finish: not finished within 0 s (stopped before ")
+    judged = judge_report(report)
+    assert judged.trustworthy and not judged.passed
+
+
+def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_file(tmp_path):
+    """The probe's dlopen of a FIFO would block it until its timeout (900 s). The venv here is the stand-in image's,
+    used in place (root /); its bin/python is a stand-in too, so a probe that did start would fail otherwise."""
+    image = provisioned(tmp_path)
+    plant(image.path(BNB_LIBRARY), "fifo")
+    with fifo_readers(image.path(BNB_LIBRARY)) as opened:
+        report = run_checks(CheckOptions(venv=image.path(VENV), expect_rocm="7.2.4", device="cpu",
+                                         gpu_required=False, environ={})).to_json()
+    assert opened.count == 0
+    runtime = next(c for c in report["checks"] if c["id"] == "runtime.torch")
+    assert runtime["status"] == "fail"
+    assert runtime["reason"] == (f"runtime probe not run: {image.path(BNB_LIBRARY)}: not a regular file where the "
+                                 "process would load a library (a FIFO would block the probe for ever) — remove it "
+                                 "and reinstall what owns that path")
+    assert judge_report(report).trustworthy
+
+
+@pytest.mark.parametrize("argument", ["nan", "inf", "-inf", "1e300", "0", "-5", "soon"])
+def test_a_timeout_that_is_not_a_sane_number_of_seconds_is_one_line_and_exit_2(tmp_path, argument):
+    """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess."""
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"--timeout={argument}")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"python -m verify check: argument --timeout: {argument!r} is not a number of seconds above 0 up to 86400 "
+        "(see python -m verify check --help)"]
+
+
+def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
+    image = provisioned(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "verify", "check", "--root", str(image.root), "--venv", VENV,
+                               "--expect-rocm", "7.2.4", "--json"], cwd=REPO, stdout=full, stderr=subprocess.PIPE,
+                              text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["verify check: cannot write the output (No space left on device)"]

@@ -101,3 +101,33 @@ def test_elf_magic_with_an_unknown_class_is_skipped_like_another_class(b):
     expected, _ = real_ldd(top)
     assert result.returncode == 1 and result.stdout.splitlines() == expected
     assert "\tlibodd.so => not found" in expected
+
+
+@pytest.mark.parametrize("command", ["ldd", "process", "strays"])
+def test_output_that_cannot_be_written_is_one_line_and_exit_2(b, command):
+    """Issue 9 finding 10: `verify ldd --json > /dev/full` ended in a traceback."""
+    top = b.lib("t/libtop.so", needed=["libc.so.6"])
+    argv = {"ldd": ["ldd", "--json", top], "process": ["process", "--exe", sys.executable, "--dlopen", top, "--json"],
+            "strays": ["strays", "--json"]}[command]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], stdout=full, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"verify {command}: cannot write the output (No space left on device)"]
+
+
+def test_a_reader_that_stops_early_is_not_an_error(b):
+    """`verify ldd … | head`: the closed pipe ends the command quietly (no traceback, no 'Exception ignored', exit 0).
+    Here the reading end is closed before the command starts, so every write meets the closed pipe."""
+    import os
+
+    top = b.lib("t/libtop.so", needed=["libc.so.6"])
+    for argv in (["ldd", top], ["ldd", "--json", top], ["strays"]):
+        reading, writing = os.pipe()
+        os.close(reading)
+        try:
+            done = subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], stdout=writing,
+                                  stderr=subprocess.PIPE, text=True, cwd=REPO)
+        finally:
+            os.close(writing)
+        assert done.returncode == 0 and done.stderr == "", (argv, done.stderr)

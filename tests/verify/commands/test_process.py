@@ -1,6 +1,6 @@
 """`python -m verify process`: dlopen order, callers, exit codes (the real CLI in a subprocess).
 
-The torch + bitsandbytes case (libgomp bound to torch's copy) is in tests/verify/test_process_model.py."""
+The torch + bitsandbytes case (libgomp bound to torch's copy) is in tests/verify/ld/test_process.py."""
 
 from __future__ import annotations
 

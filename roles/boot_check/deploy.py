@@ -1,0 +1,24 @@
+"""The boot check stage as a pyinfra deploy: upload the verifier the unit runs, then install (or, `boot_check:
+False`, remove) the unit."""
+
+from __future__ import annotations
+
+from roles.boot_check import operations
+from roles.boot_check.model import boot_check_arguments
+from roles.settings import HostSettings
+from roles.stage import stage
+from roles.verification.deploy import check_arguments
+from roles.verifier import upload_verifier
+
+
+@stage("Boot check")
+def boot_check(settings: HostSettings) -> None:
+    if not settings.boot_check:
+        operations.boot_unit(name="Remove the boot-time check (boot_check: False)", present=False)
+        return
+    upload_verifier()
+    operations.boot_unit(
+        name="Re-verify once per boot (rocm-fleet-boot-check.service)",
+        present=True,
+        arguments=boot_check_arguments(check_arguments(settings)),
+    )

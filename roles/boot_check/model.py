@@ -1,0 +1,92 @@
+"""The boot-time re-verification on a host, as data: the systemd unit that runs `verify boot-check` once per boot,
+where its files go, and the shell commands that install and remove it. Pure: no pyinfra, nothing run.
+
+Why: with `--no-dkms` the GPU depends on the kernel's in-box amdgpu driver, and a kernel an upgrade installed takes
+effect at the next boot — which no deploy and no apt hook sees. The unit runs the full check (`verify check`'s
+question, the same arguments as the verification stage: runtime and NF4 on every GPU) after each boot whose boot id or
+kernel differs from the last result's, with a time limit, and keeps the result in /var/lib/rocm-fleet/boot-check/
+(beside the apt hook's state); `tasks/verify.py` reads it back and the controller's drift says what the reboot did.
+
+Files on the host:
+    /etc/systemd/system/rocm-fleet-boot-check.service                       the unit (Type=oneshot)
+    /etc/systemd/system/multi-user.target.wants/rocm-fleet-boot-check.service   the link `systemctl enable` makes
+    /var/lib/rocm-fleet/boot-check/last.json           the last result (verify/report/boot_state.py)
+The link is made directly, as `systemctl enable` would: a host without a running systemd (a chroot, an image) gets the
+same files, and `systemctl daemon-reload` runs only where systemd is PID 1. Ordering: after multi-user.target, so the
+check (NF4 takes a while) never holds up the boot or the login screen, and after udev has triggered the devices; the
+command itself waits for /dev/kfd when an AMD GPU is on PCI.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from roles.verifier import REMOTE_DIR, REMOTE_VERIFIER
+
+UNIT_NAME = "rocm-fleet-boot-check.service"
+UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
+WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
+STATE_DIR = f"{REMOTE_DIR}/boot-check"
+DRIVER_WAIT_S = 120  # how long the command waits for /dev/kfd after boot (udev loads amdgpu)
+PROBE_LIMIT_S = 900  # the runtime probe's limit (verify check --timeout)
+# The unit's own limit: the driver wait, the probe's limit, and the static part and start-up with room to spare.
+UNIT_LIMIT_S = DRIVER_WAIT_S + PROBE_LIMIT_S + 180
+
+
+def boot_check_arguments(check_arguments: list[str]) -> list[str]:
+    """`verify boot-check` arguments from the verification stage's `verify check` arguments (the same question:
+    roles/verification/deploy.py's check_arguments), with the boot check's own limits and state directory."""
+    arguments = [a for a in check_arguments if a != "--json"]
+    if arguments[:1] == ["check"]:
+        arguments = arguments[1:]
+    return ["boot-check", *arguments, "--timeout", str(PROBE_LIMIT_S), "--driver-wait", str(DRIVER_WAIT_S),
+            "--state-dir", STATE_DIR]
+
+
+def exec_start(python: str, arguments: list[str]) -> str:
+    """The ExecStart line: systemd's own quoting (double quotes, backslash escapes), one word per argument."""
+    return " ".join(_systemd_word(word) for word in (python, "-I", REMOTE_VERIFIER, *arguments))
+
+
+def _systemd_word(word: str) -> str:
+    if word and all(c.isalnum() or c in "_./+@:,=-" for c in word):
+        return word
+    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+    return f'"{escaped}"'
+
+
+def unit_text(python: str, arguments: list[str]) -> str:
+    return (
+        "# rocm-fleet (roles/boot_check, installed by tasks/boot_check.py; `boot_check: False` in the inventory\n"
+        "# removes it). Once per boot whose boot id or kernel changed: the full check of the GPU stack\n"
+        "# (kernel driver, linkage, runtime and NF4 on every GPU).\n"
+        "# The result: /var/lib/rocm-fleet/boot-check/last.json.\n"
+        "[Unit]\n"
+        "Description=rocm-fleet: re-verify the GPU stack after a boot (amdgpu, linkage, runtime, NF4)\n"
+        "After=multi-user.target systemd-udev-trigger.service local-fs.target\n"
+        f"ConditionPathExists={REMOTE_VERIFIER}\n"
+        "\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={exec_start(python, arguments)}\n"
+        f"TimeoutStartSec={UNIT_LIMIT_S}\n"
+        "Nice=10\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def install_commands(text: str) -> list[str]:
+    """Write the unit in one step, link it as `systemctl enable` does, reload a running systemd."""
+    partial = f"{UNIT_PATH}.rocm-fleet-new"
+    return [
+        f"printf %s {shlex.quote(text)} > {partial} && chmod 644 {partial} && mv -f {partial} {UNIT_PATH}",
+        f"mkdir -p {WANTS_LINK.rsplit('/', 1)[0]} && ln -sfn ../{UNIT_NAME} {WANTS_LINK}",
+        "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi",
+    ]
+
+
+def remove_commands() -> list[str]:
+    return [f"rm -f {WANTS_LINK} {UNIT_PATH} {UNIT_PATH}.rocm-fleet-new && rm -rf {STATE_DIR}",
+            "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi"]

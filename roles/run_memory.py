@@ -1,0 +1,38 @@
+"""What one pyinfra run remembers between its stages, and between planning an operation and executing it.
+
+A run is one pyinfra `State`: the CLI makes one, and one pytest process makes many, so the memory is keyed by the
+State (weakly: it goes when the State goes) and never kept in a module global of its own. Every stage that needs to
+remember something across the hosts' deploy files or the two passes of an operation body has a named field here.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunMemory:
+    # roles.settings.require_valid_inventory: the run's inventory verdict, checked once for every host of the run —
+    # "" when the data is usable, else the one line that refuses the run; None while not checked yet.
+    inventory_refusal: str | None = None
+    # roles.stage.stop: hosts a stage has planned to stop; the later stages of the run plan nothing for them.
+    stopped_hosts: set[str] = field(default_factory=set)
+    # roles.verifier.upload_verifier: hosts whose verifier upload is planned. pyinfra 3 caches no facts, so each
+    # further upload would cost four round trips (directory, file, its parent directory, sha1) on every host, only to
+    # find the file the first upload put there.
+    verifier_planned: set[str] = field(default_factory=set)
+    # roles.strays.operations: hosts whose stray packages were printed. The operation body runs at plan time and
+    # again at execution; each stray is printed once.
+    strays_reported: set[str] = field(default_factory=set)
+
+
+_memories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def memory_of(state) -> RunMemory:
+    """The memory of the run `state` belongs to (made on first use)."""
+    memory = _memories.get(state)
+    if memory is None:
+        memory = _memories[state] = RunMemory()
+    return memory

@@ -1,0 +1,215 @@
+"""The apt hook's files on one real local-fleet host (Debian 12 over SSH, logged in as an admin with sudo), as runs
+leave them: bad inventory data stops before the host is touched; a damaged verifier copy is found by its content and
+extracted again; two runs at once wait for each other on the host lock and leave every file intact.
+
+The host has no venv (the hook's own check then says so in one line); what matters here is the hook's files.
+The tests run in order on one host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from roles.apt_hook.model import (
+    CONF_PARTIAL_PREFIX,
+    CONF_PATH,
+    HOOK_DIR,
+    LOCK_WHAT,
+    VERIFIER_COPY,
+    WORK_PREFIX,
+    copy_state_command,
+)
+from roles.host_lock import LOCK_FILE, lock_held_message, under_host_lock
+from tests.support.chroot_hosts import finished
+from tests.support.fleet_checks import rooted_processes
+from tests.support.fleet_deploy import ENV, REPO, deploy, deploy_argv, host_lines, snapshot, start_deploy
+
+pytestmark = [pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+
+HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
+DAMAGED = (f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file changed, went missing "
+           "or was added): extracting it again")
+
+
+@pytest.fixture(scope="module")
+def fleet():
+    from localfleet.fleet import Fleet
+
+    with Fleet.up(n=1, login="admin") as up:
+        yield up, up.host("ws1")
+
+
+def copy_state(host) -> str:
+    """The fact's own test of the copy, run in the host: `verifier SHA`, `verifier damaged` or `verifier `."""
+    return host.run(["sh", "-c", copy_state_command()]).stdout.strip()
+
+
+def leftovers(host) -> list[str]:
+    """Private work files of the hook's commands still on the host (a finished run leaves none)."""
+    found = host.run(["sh", "-c", f"ls -d {WORK_PREFIX}* {CONF_PARTIAL_PREFIX}* 2>/dev/null || true"]).stdout
+    return found.split()
+
+
+def test_bad_inventory_data_stops_the_run_before_anything_runs_on_the_host(fleet):
+    """A path outside the inventory's character policy, given on the command line: the whole run stops with one line
+    before pyinfra sends a single command (-vv would echo each as `>>>`), and the host's filesystem is as it was."""
+    up, host = fleet
+    before = snapshot(host.root)
+    done = subprocess.run(deploy_argv(up.inventory, "deploy.py", "venv_path=/opt/a b") + ["-vv"], capture_output=True,
+                          text=True, cwd=REPO, env=ENV)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    [error] = [line for line in output.splitlines() if "pyinfra error" in line]
+    assert error.endswith("inventory data of host ws1, key venv_path (--data): got '/opt/a b', which has a space at "
+                          "character 7: a path may hold only ASCII letters, digits and _ @ % + = : , . / - — use a "
+                          "directory whose path has only those, e.g. '/opt/rocm-fleet/venv'"), output
+    assert ">>>" not in output, output
+    assert snapshot(host.root) == before
+
+
+def test_a_damaged_verifier_copy_is_found_by_its_content_and_extracted_again(fleet):
+    up, host = fleet
+    run = deploy(up.inventory, "tasks/apt_hook.py")
+    assert run.returncode == 0 and HOOK_OP in run.changed_operations, run.explain()
+    intact = copy_state(host)
+    assert intact.startswith("verifier ") and len(intact.split()[1]) == 64, intact
+    copy = host.root / VERIFIER_COPY.lstrip("/")
+    pyc = next((copy / "verify/checks/__pycache__").glob("registry.cpython-*.pyc"))
+    damages = {
+        "a source changed": lambda: (copy / "verify/checks/registry.py").write_text("raise SystemExit('tampered')\n"),
+        "a compiled module truncated": lambda: pyc.write_bytes(pyc.read_bytes()[:16]),
+        "a module gone": lambda: (copy / "verify/report/drift.py").unlink(),
+        "a module added": lambda: (copy / "verify/commands/extra.py").write_text("print('not ours')\n"),
+    }
+    for what, damage in damages.items():
+        damage()
+        assert copy_state(host) == "verifier damaged", what
+        run = deploy(up.inventory, "tasks/apt_hook.py")
+        assert run.returncode == 0, f"{what}: {run.explain()}"
+        assert run.changed_operations == [HOOK_OP], f"{what}: {run.explain()}"
+        assert DAMAGED in host_lines(run.log, "ws1"), f"{what}: {run.explain()}"
+        assert copy_state(host) == intact, what
+        assert leftovers(host) == [], what
+    run = deploy(up.inventory, "tasks/apt_hook.py")
+    assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
+
+
+class HostLockHolder:
+    """The host lock held inside the host by the product's own wrapper (as a run holding it would), around a command
+    that says "held" and waits until the test lets go."""
+
+    def __init__(self, host):
+        command = under_host_lock("echo held; cat > /dev/null", 600, LOCK_WHAT)
+        self.process = subprocess.Popen(host.command(["sh", "-c", command]), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)
+        line = self.process.stdout.readline()
+        assert line == "held\n", (line, self.process.stderr.read())
+
+    def release(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait()
+        self.process.stdout.close()
+        self.process.stderr.close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.release()
+
+
+def waiting_for_the_lock(host) -> int:
+    """How many flock processes in the host are asleep, waiting for the host lock."""
+    count = 0
+    for process in rooted_processes(host.root):
+        if process.name != "flock":
+            continue
+        try:
+            state = open(f"/proc/{process.pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        count += state == "S"
+    return count
+
+
+def make_both_runs_change_everything(host) -> None:
+    """Both runs must then replace the copy and the configuration, and record the baseline."""
+    host.run(["sh", "-c", f"rm -rf {VERIFIER_COPY} && echo '// changed by hand' >> {CONF_PATH}"])
+
+
+def finish(processes) -> list:
+    runs = []
+    for process in processes:
+        out, err = process.communicate()
+        runs.append(finished(subprocess.CompletedProcess(process.args, process.returncode, out, err)))
+    return runs
+
+
+def assert_intact(host, runs, expected_config: str) -> None:
+    for run in runs:
+        assert run.returncode == 0, run.explain()
+    assert copy_state(host).startswith("verifier "), copy_state(host)
+    assert len(copy_state(host).split()) == 2  # intact: not "damaged", not missing
+    assert (host.root / CONF_PATH.lstrip("/")).read_text() == expected_config
+    assert leftovers(host) == []
+
+
+@pytest.mark.parametrize("round_", [1, 2, 3])
+def test_two_runs_at_once_wait_for_each_other_and_leave_every_file_intact(fleet, round_):
+    """Both runs are started while the host lock is held, and let go only once both wait for it: both then reach
+    the same files at the same moment. Before the lock, the two copy commands deleted each other's `verifier.new`
+    and moved the same `verifier.old`, and wrote the same partial apt configuration."""
+    up, host = fleet
+    expected_config = (host.root / CONF_PATH.lstrip("/")).read_text()
+    make_both_runs_change_everything(host)
+    holder = HostLockHolder(host)
+    try:
+        runs = [start_deploy(up.inventory, "tasks/apt_hook.py") for _ in range(2)]
+        waited = False
+        while all(run.poll() is None for run in runs):  # until both wait on the lock, or a run ended without waiting
+            if waiting_for_the_lock(host) == 2:
+                waited = True
+                break
+            time.sleep(0.05)  # how often to look, not how long to wait
+        holder.release()
+    finally:
+        holder.kill()
+    done = finish(runs)
+    assert_intact(host, done, expected_config)
+    assert waited, "a run ended without waiting for the host lock:\n" + "\n".join(run.explain() for run in done)
+    for run in done:
+        assert run.changed_operations == [HOOK_OP], run.explain()
+
+
+def test_two_runs_started_together_without_help_end_correctly(fleet):
+    up, host = fleet
+    expected_config = (host.root / CONF_PATH.lstrip("/")).read_text()
+    for _ in range(2):
+        make_both_runs_change_everything(host)
+        assert_intact(host, finish([start_deploy(up.inventory, "tasks/apt_hook.py") for _ in range(2)]),
+                      expected_config)
+
+
+def test_a_run_that_waits_longer_than_dpkg_lock_timeout_fails_with_one_line_naming_the_holder(fleet):
+    up, host = fleet
+    make_both_runs_change_everything(host)
+    holder = HostLockHolder(host)
+    try:
+        record = (host.root / LOCK_FILE.lstrip("/")).read_text().strip()
+        run = deploy(up.inventory, "tasks/apt_hook.py", "dpkg_lock_timeout=1")
+    finally:
+        holder.kill()
+    assert run.returncode == 1, run.explain()
+    assert record.startswith("changing the apt hook for root since ") and record.endswith(")"), record
+    assert f"{lock_held_message(1, LOCK_WHAT)} {record}" in host_lines(run.log, "ws1"), run.explain()
+    assert not (host.root / VERIFIER_COPY.lstrip("/")).exists()  # nothing was changed while another run held it
+    run = deploy(up.inventory, "tasks/apt_hook.py")  # and once it is let go, the next run does it all
+    assert run.returncode == 0 and run.changed_operations == [HOOK_OP], run.explain()
+    assert copy_state(host) != "verifier damaged" and leftovers(host) == []

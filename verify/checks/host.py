@@ -1,0 +1,109 @@
+"""The host as one run of the checks sees it: what was asked, one view of its files, its venv, and what several
+checks need, computed once.
+
+Every path of the host goes through `view` (one `FileSystemView` of `/`, or of the image under `--root`, for the
+whole run: the linkage analysis, the strays' libraries, the versions and the venv share its caches), and every file
+is opened through verify/safe_read.py. `shared(compute)` runs `compute(host)` the first time a check asks and keeps
+the answer for the others: dpkg's packages (strays and versions), the strays report (its check, and the linkage
+check's package names), the linkage's inputs (the linkage and maps checks, the report's facts), the runtime probe
+(runtime, maps and NF4). `probe_account` is who runs the venv's code (checks/probe_account.py), chosen before any
+check runs. `static_stopped` says why the static part did not finish (its time limit): what it did not
+compute is then not computed afterwards, outside the limit; `runtime_blocked` says why the probe must not start.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, TypeVar
+
+from verify.checks.probe_account import ProbeAccount, probe_account
+from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
+from verify.ld.fsview import FileSystemView
+from verify.report.report import CheckResult, HostInfo, Request
+from verify.safe_read import read_text
+from verify.stack.rocm_release import rocm_release
+from verify.stack.venv_layout import find_venv
+
+T = TypeVar("T")
+STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (README: 0.09 s)
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    venv: Path
+    expect_rocm: str
+    expect_bitsandbytes: str = "0.50.1"
+    device: str = "auto"  # "auto" | "cpu"
+    gpu_required: bool = True
+    static_only: bool = False
+    root: Path = Path("/")
+    timeout: float = 900.0
+    static_time_limit: float | None = STATIC_TIME_LIMIT  # None: no limit
+    torch_label: str | None = None  # display only: what this torch stands for (test fleets)
+    expect_amd_repo: bool = False  # ROCm comes from AMD's apt repositories here: check the pin and the lists
+    probe_user: str | None = None  # run the probe as this account (None: see probe_account.probe_account)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Host:
+    def __init__(self, options: CheckOptions):
+        """Raises venv_layout.VenvError for a --venv that is not a venv, rocm_release.UnknownRelease for an
+        --expect-rocm this checkout has no release file for, probe_account.ProbeAccountError for a probe account that
+        cannot be used (all before anything is checked)."""
+        self.options = options
+        self.release = rocm_release(options.expect_rocm)  # what the expected release is (releases/X.Y.Z.json)
+        self.view = FileSystemView(str(options.root))
+        self.venv = find_venv(options.venv, self.view)
+        # Who runs the venv's code; None: nothing of it runs (--static-only).
+        self.probe_account: ProbeAccount | None = (
+            None if options.static_only else probe_account(options.probe_user, self.venv.root))
+        self._shared: dict[Callable[[Host], Any], Any] = {}
+        self.static_stopped: str | None = None  # why the static part stopped before its end (its time limit)
+        self.runtime_blocked: str | None = None  # why the runtime probe must not start (set by a static check)
+
+    def shared(self, compute: Callable[[Host], T]) -> T:
+        if compute not in self._shared:
+            self._shared[compute] = compute(self)
+        return self._shared[compute]
+
+    def info(self) -> HostInfo:
+        """What the report says about the machine (its OS from the analysed system's /etc/os-release)."""
+        pretty = None
+        try:
+            text = read_text(self.view.local("/etc/os-release"), 64 << 10, errors="replace", follow=self.view.is_host)
+            for line in text.splitlines():
+                if line.startswith("PRETTY_NAME="):
+                    pretty = line.split("=", 1)[1].strip().strip('"')
+        except OSError:
+            pass
+        return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(),
+                        platform.python_version())
+
+    def request(self) -> Request:
+        """What was asked, as the report states it."""
+        options = self.options
+        return Request(str(options.venv), options.expect_rocm, options.expect_bitsandbytes, options.device,
+                       options.gpu_required, options.static_only, str(options.root), options.torch_label,
+                       options.expect_amd_repo)
+
+    @property
+    def packages(self) -> tuple[DpkgPackage, ...] | None:
+        """dpkg's installed packages, parsed once (the apt hook runs after every dpkg run, and the status file is a
+        few MB on a desktop); None when there is no usable database — each check then says why it cannot tell."""
+        return self.shared(_dpkg_packages)
+
+
+def result(results: list[CheckResult], check_id: str) -> CheckResult | None:
+    """The result of check `check_id` among `results` (for a check's facts)."""
+    return next((r for r in results if r.id == check_id), None)
+
+
+def _dpkg_packages(host: Host) -> tuple[DpkgPackage, ...] | None:
+    try:
+        return read_status(host.options.root)
+    except DpkgDatabaseError:
+        return None
