@@ -22,7 +22,6 @@ import shlex
 import subprocess
 import sys
 import threading
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from pyinfra import logger
 from pyinfra.api import FunctionCommand
 from pyinfra.api.state import BaseStateCallback
 
+from roles.run_memory import memory_of
 from roles.venv import wheelhouse_server
 
 SERVER_SCRIPT = Path(wheelhouse_server.__file__)
@@ -82,7 +82,7 @@ class WheelhouseServer:
         self.served = lines[-1] if lines else None
 
 
-class _Servers(BaseStateCallback):
+class RunServers(BaseStateCallback):
     """The servers of one run, stopped when its last host disconnects (as roles/verification/fleet.py's summary)."""
 
     def __init__(self):
@@ -110,7 +110,6 @@ class _Servers(BaseStateCallback):
             self.stop_all()
 
 
-_runs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _running: set[WheelhouseServer] = set()
 
 
@@ -120,12 +119,12 @@ def _stop_left_over() -> None:
         server.stop()
 
 
-def servers_of(state) -> _Servers:
-    servers = _runs.get(state)
-    if servers is None:
-        servers = _runs[state] = _Servers()
-        state.add_callback_handler(servers)
-    return servers
+def servers_of(state) -> RunServers:
+    memory = memory_of(state)
+    if memory.wheelhouse_servers is None:
+        memory.wheelhouse_servers = RunServers()
+        state.add_callback_handler(memory.wheelhouse_servers)
+    return memory.wheelhouse_servers
 
 
 def serve_failure_line(host_name: str, serve: tuple[str, str, int], why: str) -> str:
