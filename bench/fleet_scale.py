@@ -16,7 +16,7 @@ that costs the same as passing.
 Each run is one `pyinfra` process; its CPU (user + system) comes from wait4. `bench/run_probe.py` rides along in (a)
 to time the first operation of every stage and to count the commands (SSH round trips) and file transfers of every
 host per stage. The verification's yardstick is the host's own work: the runtime probe (`import torch, bitsandbytes`
-and NF4, `verify/runtime_probe.py`, exactly what the verifier runs in the venv) timed inside ws1 alone, and inside all
+and NF4, `verify/checks/runtime_probe.py` with the verifier's arguments, exactly what it runs in the venv) timed inside ws1 alone, and inside all
 N hosts at once (on this machine N hosts share its cores; on a real fleet each has its own).
 
 Targets (issue 12): provisioning ≤ 1.5 × floor at every N and ≤ 1 s controller CPU per host; verification ≤ the host's
@@ -44,16 +44,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E402
+from verify.checks.runtime import BLOCKSIZE, SEED, SHAPE, probe_source  # noqa: E402
 
 VENV = "/opt/rocm-fleet/venv"
 HOST_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 STATUS_TASK = REPO / "tasks" / "status.py"
+# The verifier's own arguments for the probe (verify/checks/runtime.run_probe), on the CPU as on every local host.
+PROBE_ARGUMENTS = ["--device", "cpu", "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED)]
 # Inside a host: time the runtime probe (what the verifier runs in the venv) and nothing else.
 TIME_PROBE = (
     "import subprocess, sys, time\n"
     "source = open(sys.argv[1], 'rb').read()\n"
     "start = time.perf_counter()\n"
-    "subprocess.run([sys.argv[2], '-B', '-', '--device', 'cpu'], input=source, stdout=subprocess.DEVNULL,\n"
+    "subprocess.run([sys.argv[2], '-B', '-', *sys.argv[3:]], input=source, stdout=subprocess.DEVNULL,\n"
     "               stderr=subprocess.DEVNULL, check=True)\n"
     "print(time.perf_counter() - start)\n"
 )
@@ -99,10 +102,10 @@ def host_own(hosts) -> float:
     """Wall time of the runtime probe (import torch, bitsandbytes + NF4 on the CPU) run inside every host at once."""
     source = "/tmp/rocm-fleet-bench-probe.py"
     for host in hosts:
-        shutil.copyfile(REPO / "verify" / "runtime_probe.py", host.root / source.lstrip("/"))
+        (host.root / source.lstrip("/")).write_text(probe_source())
     started = time.monotonic()
-    processes = [subprocess.Popen(host.command(["python3", "-c", TIME_PROBE, source, f"{VENV}/bin/python"]),
-                                  stdout=subprocess.PIPE, text=True) for host in hosts]
+    command = ["python3", "-c", TIME_PROBE, source, f"{VENV}/bin/python", *PROBE_ARGUMENTS]
+    processes = [subprocess.Popen(host.command(command), stdout=subprocess.PIPE, text=True) for host in hosts]
     for process in processes:
         process.communicate()
         if process.returncode != 0:
