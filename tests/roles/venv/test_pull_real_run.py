@@ -15,6 +15,7 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from localfleet.ports import free_port, is_listening
+from roles.uploads import SHA256_RECORD
 from roles.venv.wheelhouse_pull import hash_mismatch_line
 from tests.support.fleet_deploy import deploy, host_lines
 
@@ -48,8 +49,8 @@ def test_hosts_pull_the_wheelhouse_from_the_controllers_server_for_the_run_only(
             run.changed_operations), run.explain()
         for host in fleet.hosts:
             assert host.run([f"{VENV}/bin/python", "-c", IMPORT]).stdout.split() == ["2.13.0+cpu", "0.50.1"]
-            # Pulled, not pushed: only the hashes reached the host over SSH.
-            assert _wheelhouse_files(host) == ["requirements.txt"], host.name
+            # Pulled, not pushed: only the hashes reached the host over SSH (and the upload's own record of them).
+            assert _wheelhouse_files(host) == sorted([SHA256_RECORD, "requirements.txt"]), host.name
         assert not is_listening(port), "the controller's wheelhouse server outlived the run"
 
         again = deploy(fleet.inventory, "tasks/venv.py")
