@@ -15,8 +15,9 @@ with its stamp and requirements.txt (every wheel's sha256), as roles/venv/wheelh
         --no-cache-dir -r requirements.txt` — the pull install's own pip flags (download instead of install: both
         modes end with the checked bytes on the host's disk, and the dummy needs no venv to install into).
 Each run's files are removed from the hosts before the next (not timed). Reported: wall time, controller CPU (the
-pyinfra process, plus the server process in pull mode), and the bytes that passed through the pyinfra process
-(written: /proc/PID/io wchar, sampled until it exits) and through the server (its own count).
+pyinfra process, plus the server process in pull mode), and the bytes that passed through the pyinfra process (sent
+over TCP: the kernel's count per connection, `ss -tinp`, sampled until it exits) and through the server (its own
+count).
 Targets (issue 12): through the controller ≈ 1 × the wheelhouse for N hosts (not N ×); pull to 8 hosts ≤ 2 × one host.
 """
 
@@ -98,28 +99,42 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def socket_bytes_sent(pid: int) -> dict[tuple[str, str], int]:
+    """(local, peer) -> bytes sent, of every TCP connection process `pid` holds, from `ss -tinp` (the kernel's own
+    count; /proc/PID/io's wchar misses sockets written with send(), as paramiko does)."""
+    done = subprocess.run(["ss", "-tinpH", "state", "established"], capture_output=True, text=True)
+    found, connection = {}, None
+    for line in done.stdout.splitlines():
+        if not line.startswith(("\t", " ")):
+            fields = line.split()
+            connection = (fields[2], fields[3]) if f"pid={pid}," in line and len(fields) > 3 else None
+        elif connection is not None:
+            for field in line.split():
+                if field.startswith("bytes_sent:"):
+                    found[connection] = int(field.split(":")[1])
+    return found
+
+
 def run_pyinfra(argv: list[str], env: dict | None = None) -> tuple[float, int, int]:
-    """(wall seconds, exit status, bytes the pyinfra process wrote — sockets included)."""
+    """(wall seconds, exit status, bytes the pyinfra process sent over TCP — its SSH connections to the hosts)."""
     started = time.monotonic()
     process = subprocess.Popen([PYINFRA, *argv], cwd=REPO, env={**ENV, **(env or {})}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-    written = [0]
+    sent: dict[tuple[str, str], int] = {}
 
     def sample() -> None:
+        # pyinfra keeps its connections until the run ends: the last sample misses at most what it sent in its
+        # last half second, after the transfers.
         while process.poll() is None:
-            try:
-                for line in Path(f"/proc/{process.pid}/io").read_text().splitlines():
-                    if line.startswith("wchar:"):
-                        written[0] = max(written[0], int(line.split()[1]))
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.05)
+            for connection, count in socket_bytes_sent(process.pid).items():
+                sent[connection] = max(sent.get(connection, 0), count)
+            time.sleep(0.5)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
     process.wait()
     sampler.join()
-    return time.monotonic() - started, process.returncode, written[0]
+    return time.monotonic() - started, process.returncode, sum(sent.values())
 
 
 def clean(hosts) -> None:
@@ -157,7 +172,7 @@ def main() -> int:
                 for n in sizes:
                     hosts = fleet.hosts[:n]
                     # push
-                    loads = [load()]
+                    around = [load()]
                     before = children_cpu()
                     wall, code, written = run_pyinfra(
                         [inventories[n], "bench/wheelhouse_push_deploy.py", "-y"],
@@ -168,10 +183,10 @@ def main() -> int:
                     if code != 0 or arrived != n * size:
                         sys.exit(f"push to {n} host(s) failed (exit {code}, {arrived} of {n * size} bytes arrived)")
                     results[("push", n)].append((wall, cpu, written, 0))
-                    loads.append(load())
+                    around.append(load())
                     clean(hosts)
                     # pull
-                    loads.append(load())
+                    around.append(load())
                     before = children_cpu()
                     server = WheelhouseServer(str(wheel_set.parent), "127.0.0.1", free_port())
                     started = time.monotonic()
@@ -191,11 +206,11 @@ def main() -> int:
                     if code != 0 or arrived != n * size:
                         sys.exit(f"pull to {n} host(s) failed (exit {code}, {arrived} of {n * size} bytes arrived)")
                     results[("pull", n)].append((wall, cpu, written, served))
-                    loads.append(load())
+                    around.append(load())
                     clean(hosts)
                     push, pull = results[("push", n)][-1], results[("pull", n)][-1]
-                    print(f"  round {round_number} N={n}: push {push[0]:.1f} s (load {loads[0]} -> {loads[1]}), "
-                          f"pull {pull[0]:.1f} s (load {loads[2]} -> {loads[3]}), pull/push {pull[0] / push[0]:.2f}",
+                    print(f"  round {round_number} N={n}: push {push[0]:.1f} s (load {around[0]} -> {around[1]}), "
+                          f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), pull/push {pull[0] / push[0]:.2f}",
                           flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
