@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from roles.venv.wheelhouse_pull import RunServers
 
 
 @dataclass
@@ -25,6 +29,12 @@ class RunMemory:
     # roles.strays.operations: hosts whose stray packages were printed. The operation body runs at plan time and
     # again at execution; each stray is printed once.
     strays_reported: set[str] = field(default_factory=set)
+    # roles.run_reads: facts asked of a host once per run where nothing the run does in between can change them
+    # (pyinfra 3 caches none) — (host, fact, its arguments, phase) -> what the host answered.
+    fact_reads: dict[tuple, Any] = field(default_factory=dict)
+    # roles.venv.wheelhouse_pull: the controller's wheelhouse servers for this run (pull mode, `wheelhouse_serve`),
+    # started by the first host that installs and stopped when the run's last host disconnects; None until then.
+    wheelhouse_servers: RunServers | None = None
 
 
 _memories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -43,11 +43,14 @@ from roles.validators import (
     one_of,
     optional_absolute_path,
     optional_controller_directory,
+    optional_listen_address,
     optional_sha256,
     optional_text,
+    optional_url,
     pip_requirement,
     python_version,
     release,
+    split_address,
     url,
     user_name,
     user_names,
@@ -114,6 +117,15 @@ SCHEMA: tuple[Key, ...] = (
     Key("wheelhouse", "absolute path \\| None", None, optional_controller_directory,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
                 "`--no-index`; None: the host's pip uses the indexes"),
+    Key("wheelhouse_url", "URL \\| None", None, optional_url,
+        meaning="pull mode: the hosts download the wheelhouse from this HTTP(S) server (it serves a copy of the "
+                "`wheelhouse` directory: `URL/<set>/` lists the wheels; or it is the controller's own, "
+                "`wheelhouse_serve`) and install each wheel only with the sha256 the controller computed; None: "
+                "the controller uploads the wheelhouse to every host"),
+    Key("wheelhouse_serve", "ADDRESS:PORT \\| None", None, optional_listen_address,
+        meaning="pull mode from the controller: it serves `wheelhouse` over HTTP at this address while the run "
+                "installs (started when the first host needs it, stopped at the end); hosts use "
+                "`http://ADDRESS:PORT` unless `wheelhouse_url` names the controller as they reach it"),
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
@@ -168,6 +180,8 @@ class HostSettings:
     torch_label: str | None
     bitsandbytes_version: str
     wheelhouse: str | None
+    wheelhouse_url: str | None
+    wheelhouse_serve: str | None
     stray_policy: str
     dpkg_lock_timeout: int
     apt_hook: bool
@@ -238,6 +252,7 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
                 f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
                 f"number is {wanted!r}: set both together",
             ))
+    problems.extend(_pull_problems(host, values, source_of))
     insecure = _unchecked_installer_over_http(values)
     if insecure:
         problems.append(Problem(host, "repo_radeon_base_url", source_of("repo_radeon_base_url"), insecure))
@@ -250,6 +265,24 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
     if problems:
         return None, tuple(problems)
     return HostSettings(host=host, **values), ()
+
+
+def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str], str]) -> list[Problem]:
+    """Pull mode needs the controller's wheelhouse (its hashes), and a server address the hosts can reach."""
+    problems = []
+    for key in ("wheelhouse_url", "wheelhouse_serve"):
+        if values.get(key) is not None and "wheelhouse" in values and values["wheelhouse"] is None:
+            problems.append(Problem(host, key, source_of(key),
+                                    f"{values[key]!r} needs `wheelhouse` (the controller's directory, whose sha256 "
+                                    "the hosts install with): set wheelhouse too, or set this to None"))
+    serve = values.get("wheelhouse_serve")
+    if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
+        if split_address(serve)[0] in ("0.0.0.0", "::", ""):
+            problems.append(Problem(host, "wheelhouse_serve", source_of("wheelhouse_serve"),
+                                    f"{serve!r} listens on every address, which no host can connect to: set "
+                                    "wheelhouse_url to the controller as the hosts reach it (e.g. "
+                                    "'http://controller.lab:8765'), or serve on that address"))
+    return problems
 
 
 # --- pyinfra glue ----------------------------------------------------------------------------------------------------

@@ -18,12 +18,21 @@ Here, for each upload that is needed:
    host with one line;
 4. the staging directory is removed.
 Logged in as root (or through @chroot/@local) pyinfra writes the temporary name directly; the checks are the same.
+
+Whether a file is already there is decided by its sha256 — without hashing it again on every run: step 3 also records,
+in `.rocm-fleet-sha256` beside it, the sha256 with the file's size, inode and ctime (nanoseconds) as it was put in
+place; the next run takes the recorded sha256 while all three are unchanged, and hashes the file otherwise. Any write,
+chmod or replacement changes the ctime (the kernel sets it; it cannot be set back), so a changed file is always hashed.
+A multi-GB wheelhouse is thus not read on every host on every no-op run (issue 12). The record is root's, in root's
+directory, and only ever skips an upload: what runs or installs is still checked at that moment (the verifier's
+sha256 before each run, pip's --require-hashes).
 """
 
 from __future__ import annotations
 
 import io
 import posixpath
+import re
 import secrets
 import shlex
 from collections.abc import Sequence
@@ -33,6 +42,13 @@ from pyinfra import host
 from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 
 STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
+# In each directory uploads go to: "SHA256 NAME SIZE INODE CTIME" of each file put there (see the module docstring).
+SHA256_RECORD = ".rocm-fleet-sha256"
+# Names that can stand in a record line (space-separated): every wheel, verify.pyz, requirements.txt. Others are
+# simply hashed each time.
+_RECORDABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+# What identifies a file's current content without reading it: size, inode and change time (%z: with nanoseconds).
+_STAT_KEY = "stat -c '%s %i %z' --"
 
 
 def _token() -> str:
@@ -55,13 +71,20 @@ class Upload:
 
 
 class FilesSha256(FactBase):
-    """{file name: sha256} of the regular files `names` in `directory` (missing ones left out)."""
+    """{file name: sha256} of the regular files `names` in `directory` (missing ones left out) — the recorded sha256
+    of a file whose size, inode and ctime are still those recorded when it was put in place, else hashed now."""
 
     def command(self, directory: str, names: Sequence[str]) -> str:
         quoted = " ".join(shlex.quote(name) for name in names)
+        record = SHA256_RECORD
         # -f: regular files only (a directory or FIFO of that name is "not there"); || true: absent is data.
         return (f"cd {shlex.quote(directory)} 2>/dev/null && for f in {quoted}; do "
-                '[ -f "$f" ] && [ ! -L "$f" ] && sha256sum -- "$f"; done; true')
+                '[ -f "$f" ] && [ ! -L "$f" ] || continue; h=; '
+                f'if [ -f {record} ] && [ ! -L {record} ]; then '
+                f'h=$(awk -v n="$f" -v k="$({_STAT_KEY} "$f")" '
+                "'$2 == n { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); if (key == k) { print $1; exit } }' "
+                f"{record}); fi; "
+                'if [ -n "$h" ]; then printf \'%s  %s\\n\' "$h" "$f"; else sha256sum -- "$f"; fi; done; true')
 
     def default(self) -> dict[str, str]:
         return {}
@@ -93,6 +116,19 @@ def mismatch_line(path: str, sha256: str) -> str:
             "not installed — run the deploy again")
 
 
+def _record(directory: str, upload: Upload, token: str) -> str:
+    """Shell (after the file is in place) that records its sha256 with its stat in SHA256_RECORD — replacing the
+    name's earlier line, through a temporary name and mv. A failure to record only costs a hash next time."""
+    if not _RECORDABLE.fullmatch(upload.name):
+        return ""
+    record = shlex.quote(posixpath.join(directory, SHA256_RECORD))
+    partial = shlex.quote(posixpath.join(directory, f"{SHA256_RECORD}.{token}"))
+    final = shlex.quote(posixpath.join(directory, upload.name))
+    return (f" && {{ {{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v n={shlex.quote(upload.name)} "
+            f"'$2 != n' {record}; fi; printf '%s %s %s\\n' {upload.sha256} {shlex.quote(upload.name)} "
+            f'"$({_STAT_KEY} {final})"; }} > {partial} && mv -f {partial} {record} || rm -f {partial}; true; }}')
+
+
 def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token: str) -> list:
     """The commands that upload `uploads` into `directory` through a private staging directory (see the module)."""
     staging = f"{STAGING_PREFIX}{token}"
@@ -105,7 +141,7 @@ def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token
         check = f"echo {shlex.quote(f'{upload.sha256}  {partial}')} | sha256sum --check --status"
         commands.append(
             f"if {check}; then chmod {mode} {shlex.quote(partial)} && mv -f {shlex.quote(partial)} "
-            f"{shlex.quote(final)}; else rm -f {shlex.quote(partial)}; "
+            f"{shlex.quote(final)}{_record(directory, upload, token)}; else rm -f {shlex.quote(partial)}; "
             f"echo {shlex.quote(mismatch_line(final, upload.sha256))} >&2; false; fi"
         )
     commands.append(StringCommand("rm", "-rf", staging, _sudo=False))
@@ -119,7 +155,7 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
     present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
     needed = [upload for upload in uploads if present.get(upload.name) != upload.sha256]
-    wanted = {upload.name for upload in uploads} | set(keep)
+    wanted = {upload.name for upload in uploads} | set(keep) | {SHA256_RECORD}
     extra = sorted(name for name in host.get_fact(FileNames, directory=directory) if name not in wanted) if delete \
         else []
     if not needed and not extra:

@@ -120,6 +120,37 @@ def url(value: Any) -> str:
     return text.rstrip("/")
 
 
+def optional_url(value: Any) -> str | None:
+    return None if value is None else url(value)
+
+
+def split_address(text: str) -> tuple[str, int]:
+    """ "127.0.0.1:8765" -> ("127.0.0.1", 8765); "[::1]:8765" -> ("::1", 8765). ValueError when it is not one — also
+    for an address outside the character policy: the hosts' pip gets it in its URL."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        raise ValueError(text)
+    if host.startswith("["):
+        if not host.endswith("]"):
+            raise ValueError(text)
+        host = host[1:-1]
+    if not host or any(char not in PLAIN_CHARACTERS for char in host):
+        raise ValueError(text)
+    return host, int(port)
+
+
+def optional_listen_address(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = _string(value, "127.0.0.1:8765")
+    try:
+        split_address(text)
+    except ValueError:
+        raise Invalid(f"got {text!r}, expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or "
+                      "'[::1]:8765' (a port from 1 to 65535), or None") from None
+    return text
+
+
 def optional_sha256(value: Any) -> str | None:
     if value is None:
         return None

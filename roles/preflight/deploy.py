@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyinfra import host, logger
 
+from roles import run_reads
 from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile, VenvPathAccess
 from roles.debian.path_access import venv_path_problem
 from roles.preflight.facts import ExistingUsers, FreeSpaceFor, GpuDevices
@@ -14,12 +15,12 @@ from roles.stage import note, stage, stop
 
 @stage("Preflight")
 def preflight(settings: HostSettings) -> None:
-    rocm_pending = settings.rocm_install == "install" and not host.get_fact(InstalledRocm).is_complete(
+    rocm_pending = settings.rocm_install == "install" and not run_reads.read(InstalledRocm).is_complete(
         settings.rocm_release, settings.rocm_build)
     needs = disk_needs(settings.min_free_disk_gb, rocm_pending, settings.venv_path)
     users = tuple(dict.fromkeys((*settings.workstation_users, settings.venv_owner)))
     verdict = check(PreflightInput(
-        os_release=host.get_fact(OsReleaseFile),
+        os_release=run_reads.read(OsReleaseFile),
         rocm_install=settings.rocm_install,
         rocm_pending=rocm_pending,
         rocm_release=settings.rocm_release,
@@ -35,7 +36,7 @@ def preflight(settings: HostSettings) -> None:
         host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)
     # Before any stage changes anything: a venv path other accounts can write is refused here.
     venv_path = venv_path_problem(settings.venv_path, settings.venv_owner,
-                                  host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+                                  run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     problems = verdict.problems + ((venv_path,) if venv_path else ())
     if not problems:
         note(verdict.summary, name="host is fit")

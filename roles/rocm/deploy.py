@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.operations import files
 
-from roles import pins
+from roles import pins, run_reads
 from roles.debian.facts import InstalledRocm, OsReleaseFile
 from roles.debian.os_support import support_for
 from roles.rocm import operations
@@ -21,14 +21,14 @@ def rocm(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': ROCm is managed elsewhere on this host", name="skipped: rocm_install is 'skip'")
         return
-    os_release = host.get_fact(OsReleaseFile)
+    os_release = run_reads.read(OsReleaseFile)  # preflight read it while planning too
     support = support_for(os_release)
     if support.installer_codename is None:
         stop("no AMD installer for this OS", f"ROCm: {support.note}")
         return
     codename = support.installer_codename
     release, build = settings.rocm_release, settings.rocm_build
-    plan = plan_rocm(host.get_fact(InstalledRocm), release, build, settings.rocm_other_release)
+    plan = plan_rocm(run_reads.read(InstalledRocm), release, build, settings.rocm_other_release)
     if plan.action == "stop":
         stop("another ROCm release", f"ROCm: {plan.reason}")
         return

@@ -1,6 +1,7 @@
-"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured), the venv, torch and bitsandbytes —
-and, unless verify_model is off, Transformers and accelerate for the model check (their dependencies come with them,
-into the wheelhouse and its hashes like the rest).
+"""Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured: pushed over SSH, or its hashes only
+when the hosts pull it, `wheelhouse_url` / `wheelhouse_serve`), the venv, torch and bitsandbytes — and, unless
+verify_model is off, Transformers and accelerate for the model check (their dependencies come with them, into the
+wheelhouse and its hashes like the rest).
 
 The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
 runs): a path whose directories another account can write would let that account swap the venv
@@ -13,25 +14,28 @@ from pathlib import Path
 
 from pyinfra import host
 
+from roles import run_reads
 from roles.debian.facts import VenvPathAccess
 from roles.debian.path_access import venv_path_problem
 from roles.settings import HostSettings
 from roles.stage import stage, stop
 from roles.uploads import Upload, checked_files
+from roles.validators import split_address
 from roles.venv.facts import HostPython3
 from roles.venv.model import model_check_requirements
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
-from roles.venv.wheelhouse import prepare_wheelhouse, wheelhouse_files
+from roles.venv.wheelhouse import REQUIREMENTS, prepare_wheelhouse, wheelhouse_files
+from roles.venv.wheelhouse_pull import PullSource
 
-
-# Where a host keeps its copy of the wheelhouse (uploaded from the controller; only changed files travel).
+# Where a host keeps its copy of the wheelhouse (uploaded from the controller; only changed files travel) — in pull
+# mode only its requirements.txt, with the controller's hashes (roles/venv/wheelhouse_pull.py).
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
 @stage("Venv")
 def venv(settings: HostSettings) -> None:
     problem = venv_path_problem(settings.venv_path, settings.venv_owner,
-                                host.get_fact(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+                                run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
     if problem:
         stop("venv path others can write", f"{host.name}: {problem}")
         return
@@ -39,8 +43,9 @@ def venv(settings: HostSettings) -> None:
     python3_venv_package(name="python3-venv", lock_timeout=settings.dpkg_lock_timeout)
 
     remote_wheelhouse = None
+    pull = None
     if settings.wheelhouse is not None:
-        target = host.get_fact(HostPython3)
+        target = run_reads.read(HostPython3, across_execution=True)
         if target is None:
             stop("no python3", f"{host.name}: python3 is not installed, and the wheelhouse is built for the host's "
                                "Python version — install python3-venv (apt-get install python3-venv) and deploy again")
@@ -49,8 +54,16 @@ def venv(settings: HostSettings) -> None:
         local = prepare_wheelhouse(Path(settings.wheelhouse), target, settings.torch_spec, settings.torch_index_url,
                                    others)
         uploads = [Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())]
+        pull = pull_source(settings)
+        if pull is not None:
+            # Pull mode: only the hashes travel over SSH; the wheels come from the server, checked against them.
+            # delete=True: wheels an earlier push left there go.
+            uploads = [upload for upload in uploads if upload.name == REQUIREMENTS]
+            name = f"Wheelhouse {target.tag}: hashes (wheels pulled from {pull.find_links(target.tag)})"
+        else:
+            name = f"Wheelhouse {target.tag}"
         # Root-owned and world-readable: the owner's pip reads it; only root can change it.
-        checked_files(name=f"Wheelhouse {target.tag}", directory=REMOTE_WHEELHOUSE, uploads=uploads, delete=True)
+        checked_files(name=name, directory=REMOTE_WHEELHOUSE, uploads=uploads, delete=True)
         remote_wheelhouse = REMOTE_WHEELHOUSE
 
     venv_directory(name=f"venv {settings.venv_path}", path=settings.venv_path, owner=settings.venv_owner)
@@ -63,4 +76,18 @@ def venv(settings: HostSettings) -> None:
         owner=settings.venv_owner,
         torch_index_url=settings.torch_index_url,
         wheelhouse=remote_wheelhouse,
+        pull=pull.find_links(target.tag) if pull is not None else None,
+        serve=pull.serve if pull is not None else None,
     )
+
+
+def pull_source(settings) -> PullSource | None:
+    """Where this host pulls the wheelhouse from (wheelhouse_url / wheelhouse_serve), or None: pushed over SSH."""
+    if settings.wheelhouse is None or (settings.wheelhouse_url is None and settings.wheelhouse_serve is None):
+        return None
+    serve = None
+    if settings.wheelhouse_serve is not None:
+        address, port = split_address(settings.wheelhouse_serve)
+        serve = (settings.wheelhouse, address, port)
+    url = settings.wheelhouse_url or f"http://{settings.wheelhouse_serve}"
+    return PullSource(url, serve)

@@ -15,10 +15,12 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.debian.apt_commands import apt_get
 from roles.debian.facts import PackageVersions, VenvPathAccess
 from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import describe_installed, plan_venv, unmet
+from roles.venv.wheelhouse_pull import pull_install, serve_command
 
 # --isolated: the owner's pip configuration and PIP_* variables do not choose what this deploy installs (the site-wide
 # /etc/pip.conf, the admin's, still applies); -I: nor do PYTHON* variables or the current directory.
@@ -65,9 +67,13 @@ def _in_checked_parent(parent: str, resolved: str, owner: str, command: str) -> 
 def venv_directory(path: str, owner: str = "root"):
     """A working venv at `path`, made by the host's python3 as `owner`, everything in it `owner`'s."""
     contents = host.get_fact(VenvContents, path=path, owner=owner)
-    plan = plan_venv(path, contents, host.get_fact(HostPython3), owner)
+    # The venv stage read the host's python3 while planning; installing python3-venv since cannot change its minor
+    # version (all plan_venv compares), but it does install a python3 that was missing then: ask again for None.
+    host_python = run_reads.read(HostPython3, across_execution=True) or host.get_fact(HostPython3)
+    plan = plan_venv(path, contents, host_python, owner)
     if plan.action is None:
         host.noop(plan.reason)
+        run_reads.keep(VenvContents, contents, path=path, owner=owner)  # unchanged: venv_packages reads this
         return
     access = host.get_fact(VenvPathAccess, path=path, owner=owner)
     parent, name = posixpath.split(path)
@@ -94,22 +100,30 @@ def venv_directory(path: str, owner: str = "root"):
 
 @operation()
 def venv_packages(path: str, torch_spec: str, other_requirements: list[str], owner: str = "root",
-                  torch_index_url: str | None = None, wheelhouse: str | None = None):
+                  torch_index_url: str | None = None, wheelhouse: str | None = None, pull: str | None = None,
+                  serve: tuple[str, str, int] | None = None):
     """torch (`torch_spec`) and `other_requirements` are installed in the venv at `path`, by pip run as `owner`.
 
     wheelhouse: a directory on the host; pip installs from it alone (`--no-index`) exactly the wheels of its
     requirements.txt, each with the sha256 the controller computed (`--require-hashes`). Otherwise torch comes from
     `torch_index_url` alone (with its dependencies, as PyTorch documents) and the rest from pip's configured index:
     then nothing of ours is hash-checked — pip checks what the index itself states (TLS, and its `#sha256=` links).
+    pull: the wheels come from this URL (`--find-links`), still only with the hashes of the host's requirements.txt;
+    serve: the controller's own server to start first for it (roles/venv/wheelhouse_pull.py).
     """
     requirements = [torch_spec, *other_requirements]
-    contents = host.get_fact(VenvContents, path=path, owner=owner)
+    contents = run_reads.take(VenvContents, path=path, owner=owner)
     installed = contents.packages if contents is not None else {}
     missing = unmet(requirements, installed)
     if not missing:
         host.noop(f"installed: {describe_installed(requirements, installed)}")
         return
     python = shlex.quote(f"{path}/bin/python")
+    if wheelhouse is not None and pull is not None:
+        if serve is not None:
+            yield serve_command(serve)
+        yield as_owner(owner, pull_install(f"{python} {PIP}", pull, posixpath.join(wheelhouse, REQUIREMENTS)))
+        return
     if wheelhouse is not None:
         listed = shlex.quote(posixpath.join(wheelhouse, REQUIREMENTS))
         yield as_owner(owner, f"{python} {PIP} --no-index --find-links {shlex.quote(wheelhouse)} --require-hashes "

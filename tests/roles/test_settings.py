@@ -74,6 +74,18 @@ def test_valid_data_is_normalised():
     ({"node_exporter_textfile_dir": "node-exporter"}, "node_exporter_textfile_dir",
      "got the relative path 'node-exporter', expected an absolute path such as '/opt/rocm-fleet/venv'"),
     ({"node_exporter_textfile_dir": "/var/lib/node exporter"}, "node_exporter_textfile_dir", None),
+    ({"wheelhouse_url": "http://controller.lab:8765"}, "wheelhouse_url",
+     "'http://controller.lab:8765' needs `wheelhouse` (the controller's directory, whose sha256 the hosts install "
+     "with): set wheelhouse too, or set this to None"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_url": "ftp://mirror.lab/wheels"}, "wheelhouse_url",
+     "got 'ftp://mirror.lab/wheels', expected an http(s) URL such as 'https://repo.radeon.com'"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "8765"}, "wheelhouse_serve",
+     "got '8765', expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or '[::1]:8765' (a port from 1 "
+     "to 65535), or None"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "127.0.0.1:70000"}, "wheelhouse_serve", None),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "0.0.0.0:8765"}, "wheelhouse_serve",
+     "'0.0.0.0:8765' listens on every address, which no host can connect to: set wheelhouse_url to the controller "
+     "as the hosts reach it (e.g. 'http://controller.lab:8765'), or serve on that address"),
     ({"stray_policy": "purge"}, "stray_policy", "got the string 'purge', expected one of: 'report', 'remove'"),
     ({"rocm_other_release": "side_by_side"}, "rocm_other_release",
      "got the string 'side_by_side', expected one of: 'stop', 'side-by-side'"),
@@ -98,10 +110,20 @@ def test_each_bad_value_is_one_problem_naming_key_and_fix(data, key, detail):
     assert [k for k, _ in problems] == [key]
     if detail is not None:
         assert problems[0][1] == detail
+    elif key == "wheelhouse_serve":
+        assert problems[0][1].startswith("got '127.0.0.1:70000', expected ADDRESS:PORT")
     elif key == "torch_spec":
         assert problems[0][1].startswith("got 'torch=2.13', not a pip requirement (")
     else:  # it reaches the hook line and the verifier's arguments: the character policy
         assert problems[0][1].startswith("got '/var/lib/node exporter', which has a space at character 14")
+
+
+def test_pull_mode_settings_pass_with_a_wheelhouse():
+    settings, problems = check_data("ws1", {"wheelhouse": "/srv/wheels", "wheelhouse_serve": "0.0.0.0:8765",
+                                            "wheelhouse_url": "http://controller.lab:8765/"})
+    assert problems == ()
+    assert (settings.wheelhouse_serve, settings.wheelhouse_url) == ("0.0.0.0:8765", "http://controller.lab:8765")
+    assert _problems({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765"}) == []
 
 
 # --- one character policy for what reaches a host (venv_path, the URLs, bitsandbytes_version) -------------------------

@@ -1,0 +1,157 @@
+"""The controller's own short-lived wheelhouse server (`wheelhouse_serve`): the hosts pull the wheels over HTTP, all at
+once, instead of the controller pushing every byte to every host through its one pyinfra process over SSH.
+
+    python3 -I roles/venv/wheelhouse_server.py ROOT ADDRESS PORT      # what WheelhouseServer.start() runs
+
+A child process of the pyinfra run, standard library only: the files go out with sendfile(2) from the page cache, on
+any core, not through the gevent loop that drives the SSH sessions. It prints one line when it listens, and exits
+when its standard input closes — when the run ends (`WheelhouseServer.stop`), when the run fails, and when the
+controller process dies in any way (the kernel closes the pipe): it never outlives the run. On exit it prints what it
+served ("served BYTES bytes in N files").
+
+What it serves, read-only (GET and HEAD, nothing else): for each complete wheel set under ROOT
+(roles/venv/wheelhouse.py), the page `/<set>/` that links its wheels (what `pip --find-links URL/<set>/` reads) and
+each wheel named in the set's stamp — regular files only, opened without following a symlink. Nothing else under ROOT
+(locks, partial downloads, stamps) and nothing outside it. Integrity does not rest on this server nor on the network:
+the hosts install with `--require-hashes` from the hashes the controller computed, uploaded to them over SSH.
+Anyone who can reach ADDRESS:PORT during the run can download the wheels (public packages): bind it to an address
+only the fleet reaches.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import socket
+import stat
+import sys
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+STAMP = ".complete.json"  # = roles.venv.wheelhouse.STAMP (this file imports nothing of the project: it runs alone)
+READY = "listening "
+MAX_STAMP_BYTES = 1 << 20
+_PATH = re.compile(r"/([A-Za-z0-9][A-Za-z0-9._-]*)/([^/]*)")
+
+
+def wheel_names(root: Path, set_name: str) -> frozenset[str]:
+    """The wheels of the complete set `set_name` under `root` (empty when there is no such complete set)."""
+    try:
+        with open(root / set_name / STAMP, "rb") as opened:
+            stamp = json.loads(opened.read(MAX_STAMP_BYTES))
+        files = stamp["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    if not isinstance(files, dict):
+        return frozenset()
+    return frozenset(name for name in files if isinstance(name, str) and name.endswith(".whl") and "/" not in name
+                     and not name.startswith("."))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: WheelhouseHTTPServer
+    server_version = "rocm-fleet-wheelhouse"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's name
+        pass  # quiet: pyinfra's output is the run's log
+
+    def _answer(self, body: bool) -> None:
+        match = _PATH.fullmatch(unquote(urlsplit(self.path).path))
+        names = wheel_names(self.server.root, match.group(1)) if match else frozenset()
+        if not names:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        set_name, file_name = match.group(1), match.group(2)
+        if file_name == "":
+            self._send_index(set_name, names, body)
+        elif file_name in names:
+            self._send_file(self.server.root / set_name / file_name, body)
+        else:
+            self.send_error(HTTPStatus.NOT_FOUND)
+
+    def _send_index(self, set_name: str, names: frozenset[str], body: bool) -> None:
+        links = "".join(f'<a href="{quote(name)}">{html.escape(name)}</a><br>\n' for name in sorted(names))
+        page = f"<!DOCTYPE html>\n<html><head><title>{html.escape(set_name)}</title></head><body>\n{links}</body></html>\n"
+        data = page.encode()
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def _send_file(self, path: Path, body: bool) -> None:
+        try:
+            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return
+        with os.fdopen(descriptor, "rb") as opened:
+            info = os.fstat(opened.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(info.st_size))
+            self.end_headers()
+            if body:
+                sent = self.connection.sendfile(opened, 0, info.st_size)
+                self.server.count(sent)
+
+
+class WheelhouseHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, root: Path, address: str, port: int):
+        self.root = root
+        self.bytes_sent = 0
+        self.files_sent = 0
+        self._lock = threading.Lock()
+        if ":" in address:
+            self.address_family = socket.AF_INET6
+        super().__init__((address, port), _Handler)
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a host that hung up mid-file: its pip says so; nothing to print here
+
+    def count(self, sent: int) -> None:
+        with self._lock:
+            self.bytes_sent += sent
+            self.files_sent += 1
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: wheelhouse_server.py ROOT ADDRESS PORT", file=sys.stderr)
+        return 2
+    root, address, port = Path(argv[0]), argv[1], int(argv[2])
+    try:
+        server = WheelhouseHTTPServer(root, address, port)
+    except OSError as error:
+        print(f"cannot listen on {address}:{port}: {error.strerror}", flush=True)
+        return 1
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    print(f"{READY}{server.server_address[0]}:{server.server_address[1]}", flush=True)
+    sys.stdin.buffer.read()  # until the controller closes the pipe (or dies)
+    server.shutdown()
+    server.server_close()
+    print(f"served {server.bytes_sent} bytes in {server.files_sent} files", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

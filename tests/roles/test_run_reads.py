@@ -1,0 +1,126 @@
+"""roles/run_reads.py: a fact read once per run and host where nothing in between can change it — and read again
+where something can (the other phase, another host, another run, a venv operation that changed the venv).
+
+The host is the stand-in of tests/support (facts from JSON output, every ask recorded in `asked`); a real no-op
+re-deploy's round trips are counted by bench/fleet_scale.py (bench/run_probe.py)."""
+
+from __future__ import annotations
+
+import json
+
+from pyinfra.context import ctx_host, ctx_state
+
+from roles import run_reads
+from roles.venv import operations
+from roles.debian.facts import VenvPathAccess
+from roles.venv.facts import HostPython3, VenvContents
+from tests.support.operation_cases import OutputHost, render
+
+VENV = "/opt/rocm-fleet/venv"
+PYTHON = json.dumps({"version": "3.11.2", "glibc": "2.36", "machine": "x86_64"})
+FULL_VENV = json.dumps({"owner": "alice", "python": "3.11.2", "packages": {"torch": "2.13.0+rocm7.2",
+                        "bitsandbytes": "0.50.1"}, "foreign": None, "broken": None})
+ACCESS = ["owner 1001", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
+          "dir 0 0 41ed root root /opt/rocm-fleet", "group root:x:0:", "primary 0 root"]
+
+
+def asks(host, fact_cls) -> int:
+    return host.asked.count(fact_cls.__name__)
+
+
+def in_context(host, function, *args, **kwargs):
+    with ctx_state.use(host.state), ctx_host.use(host):
+        return function(*args, **kwargs)
+
+
+def venv_operations(host) -> list[str]:
+    """The venv stage's two venv operations, in their order, as one phase of a run runs their bodies."""
+    commands = []
+    for operation, arguments in (
+        (operations.venv_directory, {"path": VENV, "owner": "alice"}),
+        (operations.venv_packages, {"path": VENV, "owner": "alice", "torch_spec": "torch==2.13.0+rocm7.2",
+                                    "other_requirements": ["bitsandbytes==0.50.1"], "wheelhouse": "/wh"}),
+    ):
+        commands += in_context(host, lambda: [render(command) for command in operation._inner(**arguments)])
+    return commands
+
+
+def test_a_fact_read_twice_while_planning_is_asked_of_the_host_once():
+    # Preflight and the venv stage both judge the venv's path while the deploy files load: nothing has run yet.
+    host = OutputHost({"VenvPathAccess": ACCESS})
+    first = in_context(host, run_reads.read, VenvPathAccess, path=VENV, owner="alice")
+    second = in_context(host, run_reads.read, VenvPathAccess, path=VENV, owner="alice")
+    assert second is first
+    assert asks(host, VenvPathAccess) == 1
+
+
+def test_other_arguments_another_phase_or_another_run_ask_again():
+    host = OutputHost({"VenvPathAccess": ACCESS})
+    in_context(host, run_reads.read, VenvPathAccess, path=VENV, owner="alice")
+    in_context(host, run_reads.read, VenvPathAccess, path=VENV, owner="bob")
+    assert asks(host, VenvPathAccess) == 2
+    host.state.is_executing = True  # what was read while planning may have changed since: operations ran
+    in_context(host, run_reads.read, VenvPathAccess, path=VENV, owner="alice")
+    assert asks(host, VenvPathAccess) == 3
+    other_run = OutputHost({"VenvPathAccess": ACCESS})  # the same host name, in another State (pytest runs many)
+    in_context(other_run, run_reads.read, VenvPathAccess, path=VENV, owner="alice")
+    assert asks(other_run, VenvPathAccess) == 1
+
+
+def test_each_host_has_its_own_reads():
+    first = OutputHost({"HostPython3": [PYTHON]}, name="ws1")
+    second = OutputHost({"HostPython3": [PYTHON]}, name="ws2")
+    second.state = first.state  # one run, two hosts
+    in_context(first, run_reads.read, HostPython3)
+    in_context(second, run_reads.read, HostPython3)
+    assert (asks(first, HostPython3), asks(second, HostPython3)) == (1, 1)
+
+
+def test_across_execution_the_planning_read_is_used_when_the_operation_runs():
+    host = OutputHost({"HostPython3": [PYTHON]})
+    planned = in_context(host, run_reads.read, HostPython3, across_execution=True)
+    host.state.is_executing = True
+    assert in_context(host, run_reads.read, HostPython3, across_execution=True) is planned
+    assert asks(host, HostPython3) == 1
+
+
+def test_a_kept_value_is_taken_once_in_its_own_phase():
+    host = OutputHost({"VenvContents": [FULL_VENV]})
+    in_context(host, run_reads.keep, VenvContents, "kept", path=VENV, owner="alice")
+    host.state.is_executing = True
+    assert in_context(host, run_reads.take, VenvContents, path=VENV, owner="alice") != "kept"  # not across phases
+    host.state.is_executing = False
+    assert in_context(host, run_reads.take, VenvContents, path=VENV, owner="alice") == "kept"
+    assert in_context(host, run_reads.take, VenvContents, path=VENV, owner="alice") != "kept"  # only once
+    assert asks(host, VenvContents) == 2
+
+
+def test_a_provisioned_venv_is_read_once_per_phase_by_the_two_venv_operations():
+    host = OutputHost({"VenvContents": [FULL_VENV], "HostPython3": [PYTHON]})
+    assert venv_operations(host) == []
+    host.state.is_executing = True
+    assert venv_operations(host) == []
+    # VenvContents walks every file of the venv (~25,000 with torch): once while planning, once when executing.
+    assert asks(host, VenvContents) == 2
+    assert asks(host, HostPython3) == 1
+
+
+def test_a_venv_the_first_operation_changes_is_read_again_by_the_second():
+    # Made by another Python: venv_directory recreates it, so what it read is no longer what venv_packages will find.
+    other_python = FULL_VENV.replace('"3.11.2"', '"3.10.12"')
+    host = OutputHost({"VenvContents": [other_python], "HostPython3": [PYTHON], "VenvPathAccess": ACCESS})
+    commands = venv_operations(host)
+    assert "--clear" in commands[0]
+    assert asks(host, VenvContents) == 2
+
+
+def test_a_host_without_python3_when_planning_is_asked_again_when_the_operation_runs():
+    # python3-venv (installed between the two) brings python3: a missing one read while planning is not trusted.
+    host = OutputHost({"HostPython3": []})
+    assert in_context(host, run_reads.read, HostPython3, across_execution=True) is None
+    host.state.is_executing = True
+    host.facts["HostPython3"] = [PYTHON]
+    host.facts["VenvContents"] = []
+    host.facts["VenvPathAccess"] = ACCESS
+    in_context(host, lambda: list(operations.venv_directory._inner(path=VENV, owner="alice")))
+    assert asks(host, HostPython3) == 2
