@@ -44,13 +44,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E402
-from verify.checks.runtime import BLOCKSIZE, SEED, SHAPE, probe_source  # noqa: E402
+from verify.api import runtime_probe_arguments, runtime_probe_source  # noqa: E402
 
 VENV = "/opt/rocm-fleet/venv"
 HOST_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 STATUS_TASK = REPO / "tasks" / "status.py"
 # The verifier's own arguments for the probe (verify/checks/runtime.run_probe), on the CPU as on every local host.
-PROBE_ARGUMENTS = ["--device", "cpu", "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED)]
+PROBE_ARGUMENTS = runtime_probe_arguments("cpu")
 # Inside a host: time the runtime probe (what the verifier runs in the venv) and nothing else.
 TIME_PROBE = (
     "import subprocess, sys, time\n"
@@ -102,7 +102,7 @@ def host_own(hosts) -> float:
     """Wall time of the runtime probe (import torch, bitsandbytes + NF4 on the CPU) run inside every host at once."""
     source = "/tmp/rocm-fleet-bench-probe.py"
     for host in hosts:
-        (host.root / source.lstrip("/")).write_text(probe_source())
+        (host.root / source.lstrip("/")).write_text(runtime_probe_source())
     started = time.monotonic()
     command = ["python3", "-c", TIME_PROBE, source, f"{VENV}/bin/python", *PROBE_ARGUMENTS]
     processes = [subprocess.Popen(host.command(command), stdout=subprocess.PIPE, text=True) for host in hosts]

@@ -12,6 +12,8 @@ from verify.checks import model_bounds
 from verify.checks.apt import pin_text
 from verify.checks.model import probe_arguments as model_probe_arguments
 from verify.checks.model import probe_source as model_probe_source
+from verify.checks.runtime import probe_arguments as runtime_probe_arguments
+from verify.checks.runtime import probe_source as runtime_probe_source
 from verify.debian.apt_policy import parse_preferences, pins_origin
 from verify.debian.debversion import compare_versions
 from verify.debian.distro_rocm import is_amd_version
@@ -59,13 +61,13 @@ KEPT_READER_SOURCES = tuple((module.__name__, Path(module.__file__).read_text(en
                             for module in (safe_read, kept_files))
 
 __all__ = [
-    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR", "BOOT_CHECK_STATE_DIR", "KEPT_LABELS", "KEPT_READER_SOURCES", "KEPT_STATE_ROOT",
-    "METRICS_DEFAULT_DIR",
+    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR", "BOOT_CHECK_STATE_DIR", "KEPT_LABELS", "KEPT_READER_SOURCES",
+    "KEPT_STATE_ROOT", "METRICS_DEFAULT_DIR",
     "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "KernelPackage",
     "KeptResult", "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
     "blocks_in_cmdline", "blocks_in_modprobe_conf", "check_priority", "compare_reports", "compare_versions",
     "find_strays", "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "kept_results",
     "known_releases", "ldd_lines", "meta_packages", "model_bounds", "model_probe_arguments", "model_probe_source",
     "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "parse_time", "pin_text",
-    "pins_origin", "release_with_build", "rocm_release",
+    "pins_origin", "release_with_build", "rocm_release", "runtime_probe_arguments", "runtime_probe_source",
 ]

@@ -78,6 +78,15 @@ def probe_source() -> str:
     return resources.files(__package__).joinpath("runtime_probe.py").read_text(encoding="utf-8")
 
 
+def probe_arguments(device: str) -> list[str]:
+    """The probe's command line for `device` (also what bench/fleet_scale.py times on a host)."""
+    return [
+        "--device", device,
+        "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
+        *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
+    ]
+
+
 def run_probe(
     python: Path,
     device: str,
@@ -88,12 +97,7 @@ def run_probe(
 ) -> ProbeRun:
     """Run the probe with `python` (the venv's interpreter) and the caller's environment (HIP_VISIBLE_DEVICES …), as
     `account` when that is not this process's own (then with that account's environment: probe_account.py)."""
-    arguments = [
-        "--device", device,
-        "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
-        *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
-    ]
-    return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
+    return run_script(python, probe_source(), probe_arguments(device), env=env, timeout=timeout, account=account)
 
 
 def run_script(
