@@ -109,9 +109,10 @@ class KernelDriver(FactBase):
             "dpkg-query -W -f='pkg ${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*' "
             "2>/dev/null; "
             "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
-            "for k in \"$r\" $n; do for p in linux-headers-$k linux-modules-extra-$k; do "
-            "if apt-cache show --no-all-versions \"$p\" >/dev/null 2>&1; then echo \"available $p\"; fi; "
-            "done; done; true"
+            # One apt-cache for all four names: each start loads apt's whole cache (seconds on a loaded host), and
+            # it prints a record for every name it knows, whatever it says on stderr about the others.
+            "p=; for k in $(printf '%s\\n' \"$r\" $n | sort -u); do p=\"$p linux-headers-$k linux-modules-extra-$k\"; done; "
+            "apt-cache show --no-all-versions $p 2>/dev/null | sed -n 's/^Package: /available /p' | sort -u; true"
         )
 
     def process(self, output) -> HostKernels:

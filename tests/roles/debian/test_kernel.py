@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from roles.debian import facts
 from tests.support.operation_cases import process_fact, run_fact_here
@@ -41,3 +45,28 @@ def test_the_command_on_this_machine_agrees_with_python():
     assert kernels.loaded == os.path.isdir("/sys/module/amdgpu") and kernels.kfd == os.path.exists("/dev/kfd")
     assert set(kernels.amdgpu) == {p.name for p in Path("/lib/modules").glob("*") if p.is_dir()}
     assert kernels.reboot_required == os.path.exists("/run/reboot-required")
+
+
+def test_which_kernel_packages_apt_knows_is_what_apt_cache_says_of_each_name(tmp_path):
+    """The fact asks apt once for the four names (running and newest kernel × headers, modules-extra); the oracle is
+    this machine's real apt-cache asked name by name. The running kernel is made one apt has packages for, through a
+    `uname` first on PATH."""
+    names = subprocess.run(["apt-cache", "pkgnames", "linux-headers-"], capture_output=True, text=True).stdout.split()
+    releases = sorted(n.removeprefix("linux-headers-") for n in names if re.fullmatch(r"linux-headers-\d[\w.+~-]*", n))
+    if not releases:
+        pytest.skip("this machine's apt knows no linux-headers-<release> package (no apt lists)")
+    release = releases[-1]
+    fake = tmp_path / "uname"
+    fake.write_text(f"#!/bin/sh\necho {release}\n")
+    fake.chmod(0o755)
+    command = facts.KernelDriver().command()
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    kernels = process_fact(facts.KernelDriver, done.stdout.splitlines())
+    assert kernels.running == release
+    newest = sorted(p.name.removeprefix("vmlinuz-") for p in Path("/boot").glob("vmlinuz-*"))
+    wanted = {f"linux-{kind}-{k}" for k in {release, *newest[-1:]} for kind in ("headers", "modules-extra")}
+    oracle = {name for name in wanted
+              if subprocess.run(["apt-cache", "show", "--no-all-versions", name], capture_output=True).returncode == 0}
+    assert f"linux-headers-{release}" in oracle
+    assert kernels.available == oracle
