@@ -23,8 +23,8 @@ from pyinfra.operations import python, server
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.fleet import fleet_summary
-from roles.verification.report_history import compare_and_keep, drift_lines
-from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output, save_report
+from roles.verification.report_history import compare_and_keep, drift_lines, save_report
+from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
 from verify.api import KEPT_STATE_ROOT
 from roles.verifier import upload_verifier, verifier_command
 

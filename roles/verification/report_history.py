@@ -1,6 +1,6 @@
 """The controller's memory of each host's reports, and the drift of every new report from it.
 
-    reports/<host>.json              the latest report (roles/verification/reports.py writes it)
+    reports/<host>.json              the latest report (`save_report`, written whole)
     reports/last-pass/<host>.json    the host's last report that proved a pass (kept here)
 
 When a host's new report arrives — before it replaces reports/<host>.json — `compare_and_keep` states the drift
@@ -18,14 +18,30 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 from pathlib import Path
 
-from roles.verification.reports import report_filename, save_report
 from verify.api import Drift, Report, ReportError, compare_reports
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 
 LAST_PASS_DIR = "last-pass"
+
+
+def report_filename(host_name: str) -> str:
+    """A host name as a file name: inventory names may hold '/' or ':' (e.g. '@chroot/srv/ws1', 'ssh://…')."""
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", host_name).strip("_") + ".json"
+
+
+def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
+    """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    target = reports_dir / report_filename(host_name)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
+    os.replace(partial, target)
+    return target
 
 
 def last_pass_path(reports_dir: Path, host_name: str) -> Path:

@@ -1,7 +1,7 @@
 """Reading what `verify check --json` printed on a host, judging it, and keeping it on the controller as
 reports/<host>.json.
 
-Pure except `save_report` (one atomic file write). The remote command prints three things on stdout, in this order:
+Pure (roles/verification/report_history.py keeps what it accepts). The remote command prints three things on stdout, in this order:
 a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON report,
 and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
 succeeds and the judging happens here, with the report in hand.
@@ -16,7 +16,6 @@ one line saying what was wrong and what to do.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,21 +123,6 @@ def parse_check_output(stdout: str, stderr: str = "", *, request: Mapping[str, A
     except ReportError as error:  # schema-valid, so not expected: still no pass on it
         return refused(f"the verifier's report cannot be read ({error})")
     return CheckRun(exit_code, typed, None, passed=judged.passed)
-
-
-def report_filename(host_name: str) -> str:
-    """A host name as a file name: inventory names may hold '/' or ':' (e.g. '@chroot/srv/ws1', 'ssh://…')."""
-    return re.sub(r"[^A-Za-z0-9._@-]+", "_", host_name).strip("_") + ".json"
-
-
-def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
-    """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    target = reports_dir / report_filename(host_name)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, target)
-    return target
 
 
 def failure_line(host_name: str, run: CheckRun, saved: Path | None) -> str:

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 
-from roles.verification.report_history import baseline, compare_and_keep, drift_lines, last_pass_path
-from roles.verification.reports import save_report
+from roles.verification.report_history import (
+    baseline,
+    compare_and_keep,
+    drift_lines,
+    last_pass_path,
+    report_filename,
+    save_report,
+)
 from roles.verification.host_row import VERIFIED, HostOutcome
 from roles.verification.summary import render_markdown
 from roles.verification.summary_html import render_html
 from tests.support.drift_images import Workstation, verify_report
+from tests.support.report_samples import sample
 from verify.report.report import Report
 
 RSMI = ("DRIFT worse since {baseline}: librocm_smi64.so.1 now resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 "
@@ -123,3 +131,13 @@ def test_a_report_the_rule_fails_is_never_kept_as_the_last_passing_one(reports, 
     forged = Report.from_json(dict(reports["rsmi"].to_json(), verdict="warn"))
     compare_and_keep(tmp_path, "ws1", forged, passed=True)
     assert not last_pass_path(tmp_path, "ws1").exists()
+
+
+def test_reports_are_written_whole_under_a_safe_name(tmp_path: Path):
+    assert report_filename("@chroot/srv/ws1") == "@chroot_srv_ws1.json"
+    assert report_filename("ws1.lab") == "ws1.lab.json"
+    report = sample()
+    saved = save_report(tmp_path / "reports", "@chroot/srv/ws1", report)
+    assert saved == tmp_path / "reports" / "@chroot_srv_ws1.json"
+    assert json.loads(saved.read_text()) == report.to_json()
+    assert [p.name for p in saved.parent.iterdir()] == [saved.name]  # no partial file left behind
