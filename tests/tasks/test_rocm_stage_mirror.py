@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pyinfra.api.util import sha1_hash
 
 from tests.support.amd_mirror import Signer, build_deb, build_mirror, repository, rocm_core_scripts, serving
 from tests.support.fleet_deploy import deploy, host_lines
@@ -61,8 +62,24 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
 
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
+    """Also issue 9: maria, an ordinary account, has planted pyinfra's default temporary name for the download
+    (/tmp/pyinfra-<sha1 of the destination>) as a symlink to a file of root's. Root's curl must not write through it
+    (with fs.protected_symlinks=0 it would overwrite that file; with 1 the download would fail): the download is
+    staged in root's own /var/cache/rocm-fleet, and maria's name is never used."""
     up, root, _, _ = workstation
-    run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
+    victim = root / "etc/rocm-fleet-test-victim"
+    victim.write_text("root's own\n")
+    planted = root / "tmp" / f"pyinfra-{sha1_hash(DEB)}"
+    planted.symlink_to("/etc/rocm-fleet-test-victim")
+    maria = int(_chroot(root, "id -u maria"))
+    os.lchown(planted, maria, maria)
+    try:
+        run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
+        assert victim.read_bytes() == b"root's own\n", "root's download wrote through a name another account planted"
+        assert planted.is_symlink() and os.readlink(planted) == "/etc/rocm-fleet-test-victim"
+    finally:
+        planted.unlink(missing_ok=True)
+        victim.unlink(missing_ok=True)
     assert run.returncode == 1, run.explain()
     assert "SHA256 did not match!" in run.log, run.explain()
     assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in ("", "un")
