@@ -10,7 +10,7 @@ import shlex
 from pyinfra.api import FactBase
 
 from roles.debian.installed_rocm import RocmInstallation, parse_installation
-from roles.debian.kernel import HostKernels, parse_host_kernels
+from roles.debian.kernel import FIRMWARE_PACKAGE, HostKernels, parse_host_kernels
 from roles.debian.os_support import OsRelease, parse_os_release
 from roles.debian.packages import InstalledPackage, parse_apt_removal, parse_dpkg_query
 from roles.debian.path_access import PathAccess, ancestors, parse_path_access
@@ -107,12 +107,13 @@ class KernelDriver(FactBase):
             "grep -n -E '^[[:space:]]*(blacklist|install)[[:space:]]+amdgpu' \"$f\" 2>/dev/null | "
             "sed \"s|^|modprobe $f:|\"; done; done; "
             "dpkg-query -W -f='pkg ${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*' "
+            f"{FIRMWARE_PACKAGE} "
             "2>/dev/null; "
             "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
             # One apt-cache for all four names: each start loads apt's whole cache (seconds on a loaded host), and
             # it prints a record for every name it knows, whatever it says on stderr about the others.
             "p=; for k in $(printf '%s\\n' \"$r\" $n | sort -u); do p=\"$p linux-headers-$k linux-modules-extra-$k\"; done; "
-            "apt-cache show --no-all-versions $p 2>/dev/null | sed -n 's/^Package: /available /p' | sort -u; true"
+            f"apt-cache show --no-all-versions $p {FIRMWARE_PACKAGE} 2>/dev/null | sed -n 's/^Package: /available /p' | sort -u; true"
         )
 
     def process(self, output) -> HostKernels:

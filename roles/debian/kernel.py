@@ -1,6 +1,7 @@
 """The kernel side of a host as the KernelDriver fact reads it (pure): the running kernel, every installed kernel
 and whether it has amdgpu.ko, amdgpu loaded and /dev/kfd, what keeps amdgpu out, a pending reboot, dpkg's kernel
-packages and which headers/modules-extra packages apt knows for the kernels that matter.
+packages and which headers/modules-extra packages apt knows for the kernels that matter (and Debian's
+firmware-amd-graphics).
 
 The parsing of what is read — modprobe.d lines, the kernel command line, dpkg's kernel and meta packages — is the
 verifier's own (verify.api), so preflight, the ROCm stage and the verification's kernel.* checks judge alike.
@@ -31,6 +32,8 @@ from verify.api import (
     newest,
     parse_dpkg_query_lines,
 )
+
+FIRMWARE_PACKAGE = "firmware-amd-graphics"  # Debian's amdgpu firmware (non-free-firmware); Ubuntu: in linux-firmware
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,11 @@ class HostKernels:
             for name in (f"linux-headers-{release}", f"linux-modules-extra-{release}"):
                 if name in self.available and name not in installed:
                     wanted.append(name)
+        # Debian ships amdgpu in every kernel image but its firmware (the GPU's microcode) in non-free-firmware's
+        # firmware-amd-graphics: without it amdgpu does not bring the GPU up. Ubuntu's linux-firmware carries it, and
+        # apt there knows no such package, so it is wanted only where apt has it.
+        if FIRMWARE_PACKAGE in self.available and FIRMWARE_PACKAGE not in installed:
+            wanted.append(FIRMWARE_PACKAGE)
         return tuple(wanted)
 
 
