@@ -82,3 +82,34 @@ def test_waiting_for_the_driver_is_waiting_for_dev_kfd_not_for_seconds(tmp_path)
     assert now[0] == 0.0
     assert not wait_for_driver(2, str(tmp_path / "never"), gpus=lambda: ["a GPU"], clock=lambda: now[0],
                                pause=lambda s: now.__setitem__(0, now[0] + s))
+
+
+def test_the_boot_check_refreshes_the_metrics_from_every_result_kept_beside_it(tmp_path):
+    """`--metrics-dir` (the unit passes node_exporter's directory, as the verification stage does): after keeping its
+    result the boot check rewrites rocm_fleet.prom from the results beside its state directory — its own series and
+    an earlier verification's — and a directory it cannot write is one more line, not a failed check."""
+    image = StandinImage(tmp_path / "image")
+    image.torch(bundled_sonames="upstream")
+    image.bitsandbytes()
+    image.system_rocm()
+    kept = tmp_path / "rocm-fleet"
+    state, metrics = kept / "boot-check", tmp_path / "node-exporter"
+    metrics.mkdir()
+    report, _ = run_check_root(image.root)
+    kept.mkdir()
+    (kept / "last-verify.json").write_text(json.dumps(report))
+    done = boot_check(image.root, state, "--metrics-dir", str(metrics))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (metrics / "rocm_fleet.prom").read_text()
+    assert 'rocm_fleet_passed{source="boot_check"} 1' in text
+    assert 'rocm_fleet_result_usable{source="verification"} 1' in text
+    # A directory where the file belongs (nothing can replace it): one line in the journal, the verdict unchanged.
+    (metrics / "rocm_fleet.prom").unlink()
+    (metrics / "rocm_fleet.prom").mkdir()
+    (metrics / "rocm_fleet.prom" / "x").touch()
+    blocked = boot_check(image.root, state, "--metrics-dir", str(metrics), "--force")
+    assert blocked.returncode == 0, blocked.stdout + blocked.stderr
+    assert f"{PREFIX} could not write {metrics}/rocm_fleet.prom (" in blocked.stdout
+    # No node_exporter on the host (its directory absent): no file and no line.
+    quiet = boot_check(image.root, state, "--metrics-dir", str(tmp_path / "absent"), "--force")
+    assert quiet.returncode == 0 and "could not write" not in quiet.stdout and not (tmp_path / "absent").exists()
