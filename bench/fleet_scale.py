@@ -19,7 +19,7 @@ host per stage. The verification's yardstick is the host's own work: the runtime
 and NF4, `verify/checks/runtime_probe.py` with the verifier's arguments, exactly what it runs in the venv) timed inside ws1 alone, and inside all
 N hosts at once (on this machine N hosts share its cores; on a real fleet each has its own).
 
-Targets (issue 12): provisioning ≤ 1.5 × floor at every N and ≤ 1 s controller CPU per host; verification ≤ the host's
+Targets: provisioning ≤ 1.5 × floor at every N and ≤ 1 s controller CPU per host; verification ≤ the host's
 own import + NF4 + 1 s; status ≤ 1.2 × floor. Absolute numbers move with the machine's load: read the ratios.
 """
 

@@ -18,7 +18,7 @@ Each run's files are removed from the hosts before the next (not timed). Reporte
 pyinfra process, plus the server process in pull mode), and the bytes that passed through the pyinfra process (sent
 over TCP: the kernel's count per connection, `ss -tinp`, sampled until it exits) and through the server (its own
 count).
-Targets (issue 12): through the controller ≈ 1 × the wheelhouse for N hosts (not N ×); pull to 8 hosts ≤ 2 × one host.
+Targets: through the controller ≈ 1 × the wheelhouse for N hosts (not N ×); pull to 8 hosts ≤ 2 × one host.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ Whether a file is already there is decided by its sha256 — without hashing it 
 in `.rocm-fleet-sha256` beside it, the sha256 with the file's size, inode and ctime (nanoseconds) as it was put in
 place; the next run takes the recorded sha256 while all three are unchanged, and hashes the file otherwise. Any write,
 chmod or replacement changes the ctime (the kernel sets it; it cannot be set back), so a changed file is always hashed.
-A multi-GB wheelhouse is thus not read on every host on every no-op run (issue 12). The record is root's, in root's
+A multi-GB wheelhouse is thus not read on every host on every no-op run. The record is root's, in root's
 directory, and only ever skips an upload: what runs or installs is still checked at that moment (the verifier's
 sha256 before each run, pip's --require-hashes).
 """

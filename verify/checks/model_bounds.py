@@ -61,7 +61,7 @@ SYNTHETIC_ARGUMENTS = (
 BLOCKSIZE = 64  # bitsandbytes' 4-bit blocksize, as Transformers uses it
 SCALE_BYTES = 4  # one fp32 absmax per block (no double quantization: Transformers' default)
 RATIO_MARGIN = 0.01
-TYPICAL_RATIO = (0.27, 0.33)  # 7B-13B Llama-family checkpoints (issue 13); reported, not judged
+TYPICAL_RATIO = (0.27, 0.33)  # 7B-13B Llama-family checkpoints; reported, not judged
 
 COSINE_LOW = 0.90
 COSINE_HIGH = 0.995  # synthetic only

@@ -1,8 +1,8 @@
 """Check 4 — the NF4 smoke, judged: bitsandbytes' own error bounds, plus lower bounds that catch a no-op quantizer.
 
 The measurement itself happens in the venv (`runtime_probe.py`, on a SHAPE matrix with BLOCKSIZE, run by `runtime.py`'s
-probe); this module only compares numbers, so it runs with the host's python3 and is easy to test. Sources of the bounds
-(../shared/notes/rocm-stack.md):
+probe); this module only compares numbers, so it runs with the host's python3 and is easy to test. Sources of the
+bounds:
 - bitsandbytes' test_4bit_quant, randn 1024x1024, nf4, blocksize 64: mean |err| < 0.0733, mean relative err < 0.2057;
 - its test_matmul_4bit (randn A, xavier-uniform B): mean |out - A @ B.T| < 0.115;
 - measured on CPU with torch 2.13.0 / bitsandbytes 0.50.1 (fp32, bf16 and fp16 alike, three seeds): round trip

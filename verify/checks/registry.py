@@ -26,7 +26,7 @@ from verify.safe_read import OutOfTime, time_limit
 
 TOOL_VERSION = "0.1.0"
 
-# What this module adds to the static part (issue 11): a login's environment, AMD's apt pin and lists, the kernel —
+# What this module adds to the static part: a login's environment, AMD's apt pin and lists, the kernel —
 # files read, and apt-cache run once with its own time limit (verify/checks/apt.py).
 STATIC_CHECKS = (linkage, versions, strays, environment, apt, kernel)
 RUNTIME_CHECKS = (runtime, maps, nf4, model)
