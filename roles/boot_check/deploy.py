@@ -8,7 +8,7 @@ from roles.boot_check.model import boot_check_arguments
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.deploy import check_arguments
-from roles.verifier import upload_verifier
+from roles.verifier import upload_verifier, verifier_sha256
 
 
 @stage("Boot check")
@@ -21,4 +21,5 @@ def boot_check(settings: HostSettings) -> None:
         name="Re-verify once per boot (rocm-fleet-boot-check.service)",
         present=True,
         arguments=boot_check_arguments(check_arguments(settings)),
+        verifier_sha256=verifier_sha256(),
     )

@@ -61,7 +61,16 @@ def _systemd_word(word: str) -> str:
     return f'"{escaped}"'
 
 
-def unit_text(python: str, arguments: list[str]) -> str:
+def verifier_check(verifier_sha256: str) -> str:
+    """The ExecStartPre line: the verifier must still be the file the last deploy installed (its sha256, as every
+    other run of it checks); otherwise one line in the journal, the unit fails and nothing of it runs."""
+    script = (f"echo '{verifier_sha256}  {REMOTE_VERIFIER}' | sha256sum --check --status || "
+              f"{{ echo 'rocm-fleet boot check: {REMOTE_VERIFIER} is not the verifier the last deploy installed "
+              f"(sha256 {verifier_sha256[:12]}...): deploy again' >&2; exit 1; }}")
+    return " ".join(_systemd_word(word) for word in ("/bin/sh", "-c", script))
+
+
+def unit_text(python: str, arguments: list[str], verifier_sha256: str) -> str:
     return (
         "# rocm-fleet (roles/boot_check, installed by tasks/boot_check.py; `boot_check: False` in the inventory\n"
         "# removes it). Once per boot whose boot id or kernel changed: the full check of the GPU stack\n"
@@ -74,6 +83,7 @@ def unit_text(python: str, arguments: list[str]) -> str:
         "\n"
         "[Service]\n"
         "Type=oneshot\n"
+        f"ExecStartPre={verifier_check(verifier_sha256)}\n"
         f"ExecStart={exec_start(python, arguments)}\n"
         f"TimeoutStartSec={UNIT_LIMIT_S}\n"
         "Nice=10\n"

@@ -11,9 +11,10 @@ from roles.stage import fail_command
 
 
 @operation()
-def boot_unit(present: bool = True, arguments: list[str] | None = None):
-    """rocm-fleet-boot-check.service: the full check once per boot (`arguments`: verify boot-check's), enabled; or,
-    with present=False, the unit, its link and its results removed."""
+def boot_unit(present: bool = True, arguments: list[str] | None = None, verifier_sha256: str = ""):
+    """rocm-fleet-boot-check.service: the full check once per boot (`arguments`: verify boot-check's; it runs only
+    while verify.pyz has `verifier_sha256`, so a new verifier rewrites the unit), enabled; or, with present=False, the
+    unit, its link and its results removed."""
     files = host.get_fact(BootUnit)
     if not present:
         if not files.anything:
@@ -25,7 +26,7 @@ def boot_unit(present: bool = True, arguments: list[str] | None = None):
         yield fail_command("boot check: python3 is not installed on this host, and the unit runs the verifier with it "
                            "— apt-get install python3, then deploy again (or set boot_check: False)")
         return
-    wanted = unit_text(files.python, list(arguments or ()))
+    wanted = unit_text(files.python, list(arguments or ()), verifier_sha256)
     if files.unit is not None and files.unit.splitlines() == wanted.splitlines() and files.enabled:
         host.noop(f"{UNIT_NAME} installed, enabled and up to date ({UNIT_PATH})")
         return

@@ -5,7 +5,9 @@ enabled the way the stage enables it (no ordering cycle; a unit ordered Before= 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,8 +17,10 @@ import pytest
 from roles.boot_check.model import UNIT_NAME, boot_check_arguments, exec_start, unit_text
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments
+from roles.verifier import REMOTE_VERIFIER
 from verify.cli import build_parser
 
+SHA = hashlib.sha256(b"verify.pyz").hexdigest()
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd)")
 
 
@@ -38,7 +42,7 @@ def _verify(tmp_path, text: str, *units: str) -> subprocess.CompletedProcess:
 
 def test_the_unit_verifies_clean_alone_and_in_the_boot_transaction(tmp_path):
     text = unit_text("/usr/bin/python3", _arguments(torch_label="torch 2.13.0 CPU, stand-in", verify_device="cpu",
-                                                    gpu_required=False))
+                                                    gpu_required=False), SHA)
     for units in ([str(tmp_path / UNIT_NAME)], ["multi-user.target"]):
         done = _verify(tmp_path, text, *units)
         assert (done.returncode, done.stdout + done.stderr) == (0, ""), units
@@ -46,7 +50,7 @@ def test_the_unit_verifies_clean_alone_and_in_the_boot_transaction(tmp_path):
 
 def test_what_systemd_analyze_would_catch(tmp_path):
     """The validation can fail: an ordering cycle, and a command systemd cannot execute."""
-    text = unit_text("/usr/bin/python3", _arguments())
+    text = unit_text("/usr/bin/python3", _arguments(), SHA)
     cycle = text.replace("After=multi-user.target", "After=multi-user.target\nBefore=multi-user.target")
     assert "Found ordering cycle" in _verify(tmp_path, cycle, "multi-user.target").stderr
     missing = text.replace("ExecStart=/usr/bin/python3", "ExecStart=/nonexistent/python3")
@@ -73,3 +77,22 @@ def test_the_command_is_the_verification_stages_question_once_per_boot():
     line = exec_start("/usr/bin/python3", arguments)
     assert '--torch-label "torch 2.13.0 CPU, stand-in"' in line  # systemd's quoting: one word
     assert exec_start("/usr/bin/python3", ["a%b$c"]).endswith('"a%%b$$c"')  # specifiers and variables escaped
+
+
+def test_the_unit_runs_nothing_unless_the_verifier_is_the_one_the_deploy_installed(tmp_path):
+    """ExecStartPre, as systemd would split it, run by the real sh and sha256sum against a file standing in for
+    /var/lib/rocm-fleet/verify.pyz: the file the deploy installed passes; a changed (or stale) one fails the unit
+    with one line, so ExecStart never runs it."""
+    verifier = tmp_path / "verify.pyz"
+    verifier.write_bytes(b"the verifier this checkout built")
+    installed = hashlib.sha256(verifier.read_bytes()).hexdigest()
+    text = unit_text("/usr/bin/python3", _arguments(), installed)
+    [line] = [line for line in text.splitlines() if line.startswith("ExecStartPre=")]
+    command = [word.replace(REMOTE_VERIFIER, str(verifier)) for word in shlex.split(line.removeprefix("ExecStartPre="))]
+    assert command[:2] == ["/bin/sh", "-c"]
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 0
+    verifier.write_bytes(b"another verifier")
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"rocm-fleet boot check: {verifier} is not the verifier the last deploy "
+                                        f"installed (sha256 {installed[:12]}...): deploy again"]
