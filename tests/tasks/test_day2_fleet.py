@@ -208,7 +208,10 @@ def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification
     command = boot_unit_command(host.root)
     assert command.startswith("/usr/bin/python3 -I /var/lib/rocm-fleet/verify.pyz boot-check --venv "
                               "/opt/rocm-fleet/venv")
-    # No systemd runs as PID 1 in a chroot: the unit's command, run by hand as root (sh reads systemd's quoting alike).
+    # No systemd runs as PID 1 in a chroot: the unit's commands, run by hand as root (sh reads systemd's quoting alike).
+    # First ExecStartPre: the verifier on the host is the one this deploy installed.
+    precheck = host.ssh(["sudo", "sh", "-c", boot_unit_command(host.root, "ExecStartPre")], check=False)
+    assert precheck.returncode == 0, precheck.stdout + precheck.stderr
     first = host.ssh(["sudo", "sh", "-c", command], check=False)
     assert first.returncode == 1, first.stdout + first.stderr  # the check fails (no ROCm libraries), and says so
     assert first.stdout.startswith(f"rocm-fleet boot check: {RUNNING}: FAIL — linkage.static: libhipblas.so.3")
