@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roles import pins
-
 from .layout import Layout
 from .ports import LOOPBACK
 
@@ -14,6 +12,10 @@ GROUP = "workstations"
 
 def fleet_group_data(layout: Layout) -> dict:
     """Group data every local test fleet gets (inventory keys from the project's data contract)."""
+    # Imported here, not at the top: roles.pins reads the release's data through verify.api (pyelftools), and the
+    # localfleet CLI must start — and refuse a non-root user in one line — on a bare python3.
+    from roles import pins
+
     return {
         "rocm_install": "skip",  # no repo.radeon.com here, and these hosts have no GPU
         "gpu_required": False,
