@@ -135,9 +135,11 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert [e["verdict"] for e in history["@local"]] == ["FAIL", "FAIL"]
     assert [e["verdict"] for e in history["ws-down"]] == ["UNREACHABLE", "UNREACHABLE"]
 
-    # Nothing changed on the host but the uploaded verifier and the report it keeps (no node_exporter directory
-    # here, so no metrics file): not elsewhere under /var/lib, not in the venv.
-    assert changed == ["./rocm-fleet", "./rocm-fleet/last-verify.json", "./rocm-fleet/verify.pyz"]
+    # Nothing changed on the host but the uploaded verifier (with the upload's sha256 record beside it,
+    # roles/uploads.py) and the report it keeps (no node_exporter directory here, so no metrics file): not elsewhere
+    # under /var/lib, not in the venv.
+    assert changed == ["./rocm-fleet", "./rocm-fleet/.rocm-fleet-sha256", "./rocm-fleet/last-verify.json",
+                       "./rocm-fleet/verify.pyz"]
     assert tree_state(venv) == before
 
     # Second run: the verifier upload changes nothing; only running the check and judging it execute. (Text output:
