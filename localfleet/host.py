@@ -15,7 +15,7 @@ from .commands import last_line
 from .errors import FleetError
 from .interrupts import signals_held
 from .ports import LOOPBACK, is_listening
-from .procs import stop_processes
+from .procs import stop_processes, stop_started
 from .sshd import start_sshd, stop_sshd
 
 if TYPE_CHECKING:
@@ -92,10 +92,7 @@ class FleetHost:
             # "locked" once it holds them, or end of file: it could not take them and exited.
             line = process.stdout.readline()
         except BaseException:
-            if process is not None:
-                with signals_held():
-                    stop_processes([process.pid])
-                    process.wait()
+            stop_started(process)
             raise
         if line.strip() != "locked":
             stop_processes([process.pid])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import FleetError
+from .interrupts import signals_held
 
 log = logging.getLogger(__name__)
 
@@ -144,3 +145,12 @@ def stop_processes_rooted_under(directory: Path, grace_s: float = 3.0) -> list[i
                              f"(stuck in the kernel: a hung disk or NFS server?) — see `ps -o pid,stat,wchan:30,cmd -p "
                              f"{','.join(map(str, stuck))}`, then run `python -m localfleet down` again")
     return processes_rooted_under(directory)
+
+
+def stop_started(process) -> None:
+    """Stop a child this process started and reap it, with signals held (a second Ctrl-C cannot leave it running):
+    what a start that fails or is interrupted halfway does before it re-raises."""
+    if process is not None:
+        with signals_held():
+            stop_processes([process.pid])
+            process.wait()

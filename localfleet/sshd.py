@@ -15,7 +15,7 @@ from .commands import last_line
 from .errors import FleetError
 from .interrupts import signals_held
 from .ports import LOOPBACK, ssh_banner
-from .procs import ProcessId, stop_processes
+from .procs import ProcessId, stop_processes, stop_started
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,7 @@ def start_sshd(root: Path, name: str, port: int, log_path: Path) -> tuple[subpro
         ident = ProcessId.of(process.pid)
         _wait_until_it_answers(process, name, port, log_path, offset)
     except BaseException:
-        if process is not None:
-            with signals_held():
-                stop_processes([process.pid])
-                process.wait()
+        stop_started(process)
         raise
     log.debug("sshd of %s listens on %s:%d (pid %d)", name, LOOPBACK, port, process.pid)
     return process, ident or ProcessId(process.pid, 0)
