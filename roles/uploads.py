@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pyinfra import host
 from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 
+from roles import run_reads
+
 STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
 # In each directory uploads go to: "SHA256 NAME SIZE INODE CTIME" of each file put there (see the module docstring).
 SHA256_RECORD = ".rocm-fleet-sha256"
@@ -153,10 +155,10 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
                   delete: bool = False, keep: Sequence[str] = ()):
     """Every upload is in `directory` (root's, `dir_mode`) with its sha256 — uploaded privately and checked on the
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
-    present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
+    present = run_reads.ask(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
     needed = [upload for upload in uploads if present.get(upload.name) != upload.sha256]
     wanted = {upload.name for upload in uploads} | set(keep) | {SHA256_RECORD}
-    extra = sorted(name for name in host.get_fact(FileNames, directory=directory) if name not in wanted) if delete \
+    extra = sorted(name for name in run_reads.ask(FileNames, directory=directory) if name not in wanted) if delete \
         else []
     if not needed and not extra:
         host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")
