@@ -13,9 +13,9 @@ from roles.settings import HostSettings
 from roles.stage import stage
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
-from roles.verification.deploy import expected_request, reports_dir_for
 from roles.verification.fleet import fleet_summary
 from roles.verification.host_row import row_for
+from roles.verification.request import expected_request, reports_dir_for
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 
