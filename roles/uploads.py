@@ -56,7 +56,8 @@ SHA256_RECORD = ".rocm-fleet-sha256"
 _RECORDABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 # What identifies a file's current content without reading it: size, inode, change and modification time (%z, %y:
 # with nanoseconds).
-_STAT_KEY = "stat -c '%s %i %z %y' --"
+_STAT_FORMAT = "%s %i %z %y"
+_STAT_KEY = f"stat -c '{_STAT_FORMAT}' --"
 # What that prints: "SIZE INODE DATE TIME ZONE DATE TIME ZONE" — only such a key is ever put into a record.
 _KEY_SHAPE = re.compile(r"\d+ \d+( \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? [+-]\d{4}){2}")
 
@@ -94,20 +95,31 @@ class FilesSha256(FactBase):
     whose size, inode, ctime and mtime are still those recorded, else hashed now (see FilesFound)."""
 
     def command(self, directory: str, names: Sequence[str]) -> str:
-        quoted = " ".join(shlex.quote(name) for name in names)
         record = SHA256_RECORD
+        recordable = " ".join(shlex.quote(name) for name in names if _RECORDABLE.fullmatch(name))
+        others = " ".join(shlex.quote(name) for name in names if not _RECORDABLE.fullmatch(name))
         # -f: regular files only (a directory or FIFO of that name is "not there"); || true: absent is data.
-        return (f"cd {shlex.quote(directory)} 2>/dev/null && for f in {quoted}; do "
-                '[ -f "$f" ] && [ ! -L "$f" ] || continue; h=; '
-                f'k=$({_STAT_KEY} "$f"); '
-                f'if [ -f {record} ] && [ ! -L {record} ]; then '
-                'h=$(awk -v n="$f" -v k="$k" '
-                "'$2 == n { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); if (key == k) { print $1; exit } }' "
-                f"{record}); fi; "
-                'if [ -n "$h" ]; then printf \'%s  %s\\n\' "$h" "$f"; '
-                # Hashed: also the key it was hashed at, when the file did not change while it was read.
-                'else sha256sum -- "$f" && '
-                f'[ "$({_STAT_KEY} "$f")" = "$k" ] && printf \'hashed %s\\t%s\\n\' "$k" "$f"; fi; done; true')
+        regular = '[ -f "$f" ] && [ ! -L "$f" ]'
+        # A file hashed also gets the key it was hashed at, when it did not change while it was read.
+        hashed = (f'sha256sum -- "$f" && [ "$({_STAT_KEY} "$f")" = "$k" ] && '
+                  "printf 'hashed %s\\t%s\\n' \"$k\" \"$f\"")
+        return (
+            f"cd {shlex.quote(directory)} 2>/dev/null && {{ "
+            # Recordable names (no space, no newline) in one pass: one stat for them all, the record read once by
+            # one awk (its operands part=1 RECORD part=2 STDIN: the record may be empty), which prints
+            # "hit NAME SHA256" for each whose record line has its key, else "miss NAME KEY".
+            f"set --; for f in {recordable}; do {regular} && set -- \"$@\" \"$f\"; done; "
+            f'if [ $# -gt 0 ]; then r=/dev/null; if [ -f {record} ] && [ ! -L {record} ]; then r={record}; fi; '
+            f"stat --printf '%n {_STAT_FORMAT}\\n' -- \"$@\" 2>/dev/null | awk "
+            "'part == 1 { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); "
+            "if (!(($2, key) in sha)) sha[$2, key] = $1; next } "
+            "{ key = $0; sub(/^[^ ]+ /, \"\", key); if (($1, key) in sha) print \"hit\", $1, sha[$1, key]; "
+            "else print \"miss\", $1, key }' part=1 \"$r\" part=2 - | "
+            "while read -r what f k; do if [ \"$what\" = hit ]; then printf '%s  %s\\n' \"$k\" \"$f\"; "
+            f"else {hashed}; fi; done; fi; "
+            # Any other name: hashed each time (the record cannot hold it).
+            f"for f in {others}; do {regular} || continue; k=$({_STAT_KEY} \"$f\"); {hashed}; done; }}; true"
+        )
 
     def default(self) -> FilesFound:
         return FilesFound({}, {})
@@ -154,8 +166,8 @@ def record_again_command(directory: str, hashed: Sequence[tuple[Upload, str]], t
     partial = shlex.quote(posixpath.join(directory, f"{SHA256_RECORD}.{token}"))
     names = " ".join(upload.name for upload, _ in hashed)
     lines = "".join(
-        f"[ \"$({_STAT_KEY} {shlex.quote(posixpath.join(directory, upload.name))} 2>/dev/null)\" = {shlex.quote(key)} ] "
-        f"&& printf '%s %s %s\\n' {upload.sha256} {upload.name} {shlex.quote(key)}; "
+        f"[ \"$({_STAT_KEY} {shlex.quote(posixpath.join(directory, upload.name))} 2>/dev/null)\" = "
+        f"{shlex.quote(key)} ] && printf '%s %s %s\\n' {upload.sha256} {upload.name} {shlex.quote(key)}; "
         for upload, key in hashed)
     return (f"{{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v drop={shlex.quote(names)} "
             "'BEGIN { split(drop, d, \" \"); for (i in d) skip[d[i]] = 1 } !($2 in skip)' "
@@ -201,7 +213,8 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
     present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
     needed = [upload for upload in uploads if present.sha256.get(upload.name) != upload.sha256]
-    # Hashed this run (their ctime changed) and found equal: recorded again, or every later run hashes them again.
+    # Hashed this run (no record line matched: a chmod, a link, no record yet) and found equal: recorded again, or
+    # every later run hashes them again.
     record_again = [(upload, present.hashed[upload.name]) for upload in uploads
                     if present.sha256.get(upload.name) == upload.sha256 and upload.name in present.hashed
                     and _RECORDABLE.fullmatch(upload.name)]
@@ -212,9 +225,9 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
         host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")
         return
     if record_again:
-        yield tell_command(f"{len(record_again)} file(s) in {directory} hashed again (their ctime changed) and found "
-                           f"with the controller's sha256: recording it in {SHA256_RECORD}, so later runs do not "
-                           "hash them again")
+        yield tell_command(f"{len(record_again)} file(s) in {directory} hashed (their stat was not the recorded one) "
+                           f"and found with the controller's sha256: recording it in {SHA256_RECORD}, so later runs "
+                           "do not hash them again")
         yield record_again_command(directory, record_again, _token())
     if needed:
         yield f"mkdir -p -- {shlex.quote(directory)} && chmod {dir_mode} -- {shlex.quote(directory)}"

@@ -165,8 +165,8 @@ def test_a_file_hashed_again_and_found_equal_is_recorded_again(monkeypatch):
                                                    "FileNames": ["verify.pyz"]},
                                    directory="/var/lib/rocm-fleet", uploads=[upload])
     assert commands == [
-        "tell: 1 file(s) in /var/lib/rocm-fleet hashed again (their ctime changed) and found with the controller's "
-        "sha256: recording it in .rocm-fleet-sha256, so later runs do not hash them again",
+        "tell: 1 file(s) in /var/lib/rocm-fleet hashed (their stat was not the recorded one) and found with the "
+        "controller's sha256: recording it in .rocm-fleet-sha256, so later runs do not hash them again",
         record_again_command("/var/lib/rocm-fleet", [(upload, KEY)], TOKEN)]
     assert host.noops == []
 
@@ -217,3 +217,24 @@ def test_recording_again_for_real_stops_the_hashing_and_a_file_changed_meanwhile
     again = run_fact_here(FilesSha256, directory=str(tmp_path), names=["verify.pyz", "b.whl"])
     assert again == FilesFound({"verify.pyz": SHA, "b.whl": hashlib.sha256(b"a wheel!").hexdigest()},
                                {"b.whl": _stat_key(tmp_path / "b.whl")})
+
+
+def test_the_fact_in_one_pass_takes_each_recorded_file_and_hashes_the_rest(tmp_path):
+    """One stat and one awk for every recordable name: a file whose record line has its stat is taken from the
+    record, any other is hashed — also with an empty record, and a name the record cannot hold (a space) always."""
+    _put_in_place(tmp_path, "a.whl", b"a")
+    _put_in_place(tmp_path, "b.whl", b"b")
+    (tmp_path / "c.whl").write_bytes(b"c")  # never recorded
+    (tmp_path / "odd name").write_bytes(b"odd")
+    record = tmp_path / uploads.SHA256_RECORD
+    record.write_text(record.read_text().replace(hashlib.sha256(b"a").hexdigest(), "f" * 64))  # read, not hashed
+    (tmp_path / "b.whl").chmod(0o644)
+    names = ["a.whl", "b.whl", "c.whl", "odd name", "missing.whl"]
+    sha = {name: hashlib.sha256(data).hexdigest() for name, data in
+           (("a.whl", b"a"), ("b.whl", b"b"), ("c.whl", b"c"), ("odd name", b"odd"))}
+    found = run_fact_here(FilesSha256, directory=str(tmp_path), names=names)
+    assert found == FilesFound({**sha, "a.whl": "f" * 64},
+                               {name: _stat_key(tmp_path / name) for name in ("b.whl", "c.whl", "odd name")})
+    record.write_text("")
+    assert run_fact_here(FilesSha256, directory=str(tmp_path), names=names) == FilesFound(
+        sha, {name: _stat_key(tmp_path / name) for name in sha})
