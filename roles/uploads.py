@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pyinfra import host
 from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 
+from roles import run_reads
 from roles.stage import tell_command
 
 STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
@@ -211,7 +212,7 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
                   delete: bool = False, keep: Sequence[str] = ()):
     """Every upload is in `directory` (root's, `dir_mode`) with its sha256 — uploaded privately and checked on the
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
-    present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
+    present = run_reads.ask(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
     needed = [upload for upload in uploads if present.sha256.get(upload.name) != upload.sha256]
     # Hashed this run (no record line matched: a chmod, a link, no record yet) and found equal: recorded again, or
     # every later run hashes them again.
@@ -219,7 +220,7 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
                     if present.sha256.get(upload.name) == upload.sha256 and upload.name in present.hashed
                     and _RECORDABLE.fullmatch(upload.name)]
     wanted = {upload.name for upload in uploads} | set(keep) | {SHA256_RECORD}
-    extra = sorted(name for name in host.get_fact(FileNames, directory=directory) if name not in wanted) if delete \
+    extra = sorted(name for name in run_reads.ask(FileNames, directory=directory) if name not in wanted) if delete \
         else []
     if not needed and not extra and not record_again:
         host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")

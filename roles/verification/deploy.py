@@ -26,7 +26,7 @@ from roles.verification.fleet import fleet_summary
 from roles.verification.report_history import compare_and_keep, drift_lines, save_report
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
 from verify.api import KEPT_STATE_ROOT
-from roles.verifier import upload_verifier, verifier_command
+from roles.verifier import upload_reads, upload_verifier, verifier_command
 
 
 def check_arguments(settings: HostSettings) -> list[str]:
@@ -113,7 +113,7 @@ def join_fleet_summary(settings: HostSettings) -> None:
     fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
 
 
-@stage("Verify", every_host=join_fleet_summary)
+@stage("Verify", every_host=join_fleet_summary, reads=lambda settings: upload_reads())
 def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
