@@ -118,12 +118,17 @@ class KernelDriver(FactBase):
             "s = substr(s, 1, 2); if (s == \"ii\" || s == \"hi\") print substr($1, 5) }'); "
             f"q=; for x in $p {FIRMWARE_PACKAGE}; do "
             "printf '%s\\n' \"$i\" | grep -qxF -e \"$x\" || q=\"$q $x\"; done; "
+            # Only names apt knows go on: for a name it does not know (Debian never has linux-modules-extra-*),
+            # `apt-cache policy` reads the name as a regular expression ('.' in every release) and matches it against
+            # every package name — 0.19 s of the fact's 0.22 s in a fleet host. `pkgnames PREFIX` compares prefixes
+            # only (0.02 s); a name it lists exactly is one apt knows, and only those are asked below.
+            "k=; for x in $q; do apt-cache pkgnames \"$x\" 2>/dev/null | grep -qxF -e \"$x\" && k=\"$k $x\"; done; "
             # `apt-cache policy`, not `show`: the same lookup of each name (apt's cacheset) and the same candidate (the
             # policy's), without show's record reading, which cost several times more CPU (in a local fleet host: the
             # fact 1.07 s → 0.30 s). One call for all names: each start loads apt's cache. A name apt has is one whose
             # candidate is not "(none)"; a heading is the package's full name ("name:" or "name:arch:"). LC_ALL=C:
             # the field names untranslated.
-            "if [ -n \"$q\" ]; then LC_ALL=C apt-cache policy $q 2>/dev/null | awk "
+            "if [ -n \"$k\" ]; then LC_ALL=C apt-cache policy $k 2>/dev/null | awk "
             "'/^[^ ]/ { n = $0; sub(/:.*/, \"\", n) } /^  Candidate: / && $2 != \"(none)\" { print \"available \" n }' "
             "| sort -u; fi; true"
         )

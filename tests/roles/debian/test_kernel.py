@@ -112,7 +112,10 @@ def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp
     is asked (`policy`) only about the names dpkg has not installed, and not at all when there are none. On a real
     Debian 12 host (localfleet), with real dpkg and apt: what the ROCm stage installs (driver_packages_wanted) is
     the oracle's — apt-cache show name by name, minus what dpkg-query says is installed — in every state, as
-    packages of those names are installed with dpkg (tiny stand-in packages: their names are what counts)."""
+    packages of those names are installed with dpkg (tiny stand-in packages: their names are what counts). And
+    `apt-cache policy` is never given a name apt does not know (it would read it as a regular expression and match it
+    against every package name: Debian has no linux-modules-extra-*): each name is first looked up by prefix
+    (`pkgnames`), alone."""
     with Fleet.up(n=1) as fleet:
         host = fleet.hosts[0]
 
@@ -131,12 +134,17 @@ def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp
         asked = [f"linux-headers-{release}", f"linux-modules-extra-{release}", FIRMWARE_PACKAGE]
 
         def fact():
-            """The fact read inside the host, and the package names each apt-cache call was asked about."""
+            """The fact read inside the host, and the package names each `apt-cache policy` call was asked about,
+            checking on the way that every name was first looked up alone with `pkgnames`."""
             calls.write_text("")
             done = host.run(["sh", "-c", facts.KernelDriver().command()])
-            names = [[word for word in line.split()[1:] if not word.startswith("-")]
-                     for line in calls.read_text().splitlines()]
-            return process_fact(facts.KernelDriver, done.stdout.splitlines()), names
+            policy, looked_up = [], []
+            for line in calls.read_text().splitlines():
+                subcommand, *names = [word for word in line.split() if not word.startswith("-")]
+                (policy.append(names) if subcommand == "policy" else looked_up.extend(names))
+                assert subcommand in ("policy", "pkgnames"), line
+            assert all(name in looked_up for names in policy for name in names)
+            return process_fact(facts.KernelDriver, done.stdout.splitlines()), policy, looked_up
 
         def oracle() -> tuple[str, ...]:
             installed = _dpkg_installed(asked, inside)
@@ -147,19 +155,23 @@ def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp
             (host.root / "tmp" / deb.name).write_bytes(deb.read_bytes())
             host.run(["dpkg", "-i", f"/tmp/{deb.name}"])
 
-        kernels, called = fact()
+        known = {name for name in asked if name in host.run(["apt-cache", "pkgnames", name]).stdout.split()}
+        assert f"linux-headers-{release}" in known and f"linux-modules-extra-{release}" not in known  # Debian's
+        kernels, called, looked_up = fact()
         assert kernels.running == release
         assert kernels.driver_packages_wanted() == oracle() == (f"linux-headers-{release}",)
-        assert called == [asked]
+        assert looked_up == asked
+        assert called == [[name for name in asked if name in known]]
 
         install(f"linux-headers-{release}")
-        kernels, called = fact()
+        kernels, called, looked_up = fact()
         assert kernels.driver_packages_wanted() == oracle() == ()
-        assert called == [asked[1:]]  # the installed one is not asked
+        assert looked_up == asked[1:]  # the installed one is not asked
+        assert called == ([[name for name in asked[1:] if name in known]] if known - {asked[0]} else [])
 
         install(f"linux-modules-extra-{release}")
         install(FIRMWARE_PACKAGE)
-        kernels, called = fact()
+        kernels, called, looked_up = fact()
         assert kernels.driver_packages_wanted() == oracle() == ()
-        assert called == []  # dpkg has every name: apt is not started
+        assert called == looked_up == []  # dpkg has every name: apt is not started
         assert {p.name for p in kernels.packages if p.installed} >= set(asked)
