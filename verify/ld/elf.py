@@ -12,31 +12,32 @@ comes near (program headers by their 16-bit count, PT_INTERP by PATH_MAX, PT_DYN
 64 KiB): a sparse file claiming a terabyte of dynamic section is an ElfError naming it, not a MemoryError.
 
 What it does not do: relocations, symbols, versions, notes — the linkage analysis only needs names and paths.
+
+pyelftools is imported on the first parse, not with this module: importing it costs ~65 ms of CPU, and most modules
+that import this one for its types (the strays scan, the apt hook's and the deploy's strays fact on a host with no
+stray library) parse no file at all.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
 from dataclasses import dataclass
-
-from elftools.common.exceptions import ELFError as _PyElfError
-from elftools.common.utils import struct_parse
-from elftools.construct import ConstructError
-from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION, ENUM_P_TYPE_BASE
-from elftools.elf.structs import ELFStructs
+from types import SimpleNamespace
 
 from verify.safe_read import NotRegularFile, open_regular
 
 ELF_MAGIC = b"\x7fELF"
-EM_X86_64 = ENUM_E_MACHINE["EM_X86_64"]
-EM_386 = ENUM_E_MACHINE["EM_386"]
+# The gABI's numbers (pyelftools' enums hold the same: tests/verify/ld/test_elf.py compares them).
+EM_X86_64 = 62
+EM_386 = 3
 DF_1_NODEFLIB = 0x800
 
-_PT_LOAD = ENUM_P_TYPE_BASE["PT_LOAD"]
-_PT_DYNAMIC = ENUM_P_TYPE_BASE["PT_DYNAMIC"]
-_PT_INTERP = ENUM_P_TYPE_BASE["PT_INTERP"]
+_PT_LOAD = 1
+_PT_DYNAMIC = 2
+_PT_INTERP = 3
 _HEAD = 4096  # one read covers the ELF header and the program headers of nearly every file
 _MAX_STRING = 64 * 1024  # longer NEEDED/RPATH strings than this are not real
 _MAX_INTERP = 4096  # PATH_MAX: the kernel refuses a longer PT_INTERP
@@ -90,20 +91,35 @@ class ElfInfo:
 
     @property
     def machine_name(self) -> str:
-        return _MACHINE_NAMES.get(self.machine, hex(self.machine))
+        return _elftools().machine_names.get(self.machine, hex(self.machine))
 
 
-_MACHINE_NAMES = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
-_TYPE_NAMES = {v: k for k, v in ENUM_E_TYPE.items() if isinstance(v, int)}
-_STRUCTS: dict[tuple[bool, int], ELFStructs] = {}
+@functools.cache
+def _elftools() -> SimpleNamespace:
+    """What this module uses of pyelftools, imported once, on first use (see the module's docstring)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.common.utils import struct_parse
+    from elftools.construct import ConstructError
+    from elftools.elf.enums import ENUM_E_MACHINE, ENUM_E_TYPE, ENUM_E_VERSION
+    from elftools.elf.structs import ELFStructs
+
+    return SimpleNamespace(
+        ELFStructs=ELFStructs, struct_parse=struct_parse, errors=(ConstructError, ELFError),
+        E_MACHINE=ENUM_E_MACHINE, E_TYPE=ENUM_E_TYPE, E_VERSION=ENUM_E_VERSION,
+        machine_names={v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)},
+        type_names={v: k for k, v in ENUM_E_TYPE.items() if isinstance(v, int)},
+    )
 
 
-def _structs(little_endian: bool, elf_class: int) -> ELFStructs:
+_STRUCTS: dict = {}
+
+
+def _structs(little_endian: bool, elf_class: int):
     """pyelftools' structs for one (endianness, class), built once: building them costs more than a parse."""
     key = (little_endian, elf_class)
     structs = _STRUCTS.get(key)
     if structs is None:
-        structs = ELFStructs(little_endian=little_endian, elfclass=elf_class)
+        structs = _elftools().ELFStructs(little_endian=little_endian, elfclass=elf_class)
         structs.create_basic_structs()  # the ELF header; nothing machine-specific is needed
         _STRUCTS[key] = structs
     return structs
@@ -147,7 +163,7 @@ def _parse(path: str, stream) -> ElfInfo:
     except ElfError as error:
         error.head = head[:64]
         raise
-    except (ConstructError, _PyElfError, ValueError, KeyError, OverflowError) as error:
+    except (*_elftools().errors, ValueError, KeyError, OverflowError) as error:
         raise ElfError(path, f"corrupt ELF data ({error})", head[:64]) from None
 
 
@@ -167,7 +183,8 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
     ehdr_size = 52 if elf_class == 32 else 64
     if len(head) < ehdr_size:
         raise ElfError(path, "file too short for its ELF header (truncated)")
-    ehdr = struct_parse(structs.Elf_Ehdr, io.BytesIO(head), 0)
+    elftools = _elftools()
+    ehdr = elftools.struct_parse(structs.Elf_Ehdr, io.BytesIO(head), 0)
 
     phoff, phnum, phentsize = ehdr["e_phoff"], ehdr["e_phnum"], ehdr["e_phentsize"]
     expected_phentsize = 32 if elf_class == 32 else 56
@@ -193,9 +210,10 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
         osabi=head[7],
         abiversion=head[8],
         ident_padding_zero=not any(head[9:16]),
-        e_type=_TYPE_NAMES.get(_number(ehdr["e_type"], ENUM_E_TYPE), None) or hex(_number(ehdr["e_type"], ENUM_E_TYPE)),
-        machine=_number(ehdr["e_machine"], ENUM_E_MACHINE),
-        version=_number(ehdr["e_version"], ENUM_E_VERSION),
+        e_type=(elftools.type_names.get(_number(ehdr["e_type"], elftools.E_TYPE), None)
+                or hex(_number(ehdr["e_type"], elftools.E_TYPE))),
+        machine=_number(ehdr["e_machine"], elftools.E_MACHINE),
+        version=_number(ehdr["e_version"], elftools.E_VERSION),
         phentsize=phentsize,
         interp=interp,
     )
@@ -204,7 +222,7 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
     return ElfInfo(**fields, has_dynamic=True, **_read_dynamic(stream, head, structs, dynamic, loads, path))
 
 
-def _read_dynamic(stream, head: bytes, structs: ELFStructs, dynamic, loads, path: str) -> dict:
+def _read_dynamic(stream, head: bytes, structs, dynamic, loads, path: str) -> dict:
     offset, size = dynamic
     raw = _read_at(stream, head, offset, size, path, "PT_DYNAMIC", limit=MAX_DYNAMIC)
     needed: list[int] = []
@@ -269,7 +287,7 @@ def _program_headers(table: bytes, elf_class: int, little: bool):
         yield record[t], record[o], record[v], record[f]
 
 
-def _dynamic_entries(raw: bytes, structs: ELFStructs):
+def _dynamic_entries(raw: bytes, structs):
     layout = _DYN_FORMATS[(structs.elfclass, structs.little_endian)]
     usable = len(raw) - len(raw) % struct.calcsize(layout)
     return struct.iter_unpack(layout, raw[:usable])

@@ -5,11 +5,15 @@ from __future__ import annotations
 import random
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.support.elfbuild import ElfBuilder, gcc_m32_available
 from verify.ld.elf import EM_386, EM_X86_64, ElfError, read_elf
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -276,3 +280,26 @@ def test_a_file_that_is_not_regular_is_never_read_and_is_one_error(tmp_path, kin
         read_elf(str(path))
     assert opened.count == 0, "the reader opened the FIFO (and would have waited for a writer for ever)"
     assert str(caught.value) == f"{path}: {words}" and caught.value.not_regular
+
+
+def test_the_numbers_this_module_names_are_pyelftools_and_the_gabis():
+    from elftools.elf.enums import ENUM_E_MACHINE, ENUM_P_TYPE_BASE
+
+    from verify.ld import elf
+
+    assert (elf.EM_X86_64, elf.EM_386) == (ENUM_E_MACHINE["EM_X86_64"], ENUM_E_MACHINE["EM_386"])
+    assert (elf._PT_LOAD, elf._PT_DYNAMIC, elf._PT_INTERP) == tuple(
+        ENUM_P_TYPE_BASE[name] for name in ("PT_LOAD", "PT_DYNAMIC", "PT_INTERP"))
+
+
+def test_pyelftools_is_imported_on_the_first_parse_not_with_the_module(b):
+    """Issue 12: the strays scan (the deploy's strays fact, the apt hook) imports this module for its types and, on a
+    host with no stray library, parses no file — importing pyelftools was half of its CPU."""
+    library = b.lib("d/liblazy.so", soname="liblazy.so")
+    program = ("import sys\n"
+               "import verify.debian.strays, verify.ld.fsview, verify.ld.elf as elf\n"
+               "assert not [m for m in sys.modules if m.startswith('elftools')], 'imported with the module'\n"
+               "assert elf.read_elf(sys.argv[1]).soname == 'liblazy.so'\n"
+               "assert 'elftools.elf.structs' in sys.modules\n")
+    subprocess.run([sys.executable, "-I", "-c", program, str(library)], check=True, cwd=REPO,
+                   env={"PYTHONPATH": str(REPO)})
