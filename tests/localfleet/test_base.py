@@ -1,4 +1,5 @@
-"""localfleet/base.py: the cached Debian 12 base root — its recipe key, its cache behaviour, and what is in it."""
+"""localfleet/base.py: the cached Debian 12 base root — its recipe key, its cache behaviour, what is in it, and the
+host roots made from it (overlays)."""
 
 import json
 import subprocess
@@ -7,9 +8,12 @@ from dataclasses import asdict
 import pytest
 
 import localfleet.base as base_module
-from localfleet.base import ADMIN_USER, INCLUDE, STAMP, Recipe, ensure_base
+from localfleet.base import ADMIN_USER, INCLUDE, STAMP, Recipe, ensure_base, overlay_base
 from localfleet.layout import Layout
+from localfleet.release import release_tree
+from localfleet.state import FleetState, save_state
 
+from ..support.fleet_checks import mounts_inside
 from .conftest import needs_root
 
 
@@ -50,3 +54,44 @@ def test_the_real_base_is_a_debian_12_workstation_template(base_root):
     assert "HostKey /etc/ssh/ssh_host_ed25519_key" in (base_root / "etc/ssh/sshd_config.d/localfleet.conf").read_text()
     assert inside("sudo", "-l", "-U", ADMIN_USER).stdout.strip().endswith("(ALL : ALL) NOPASSWD: ALL")
     assert any(base_root.glob("var/lib/apt/lists/*_bookworm_main_binary-amd64_Packages*"))
+
+
+@needs_root
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_host_root_is_an_overlay_whose_writes_never_reach_the_base_or_another_host(base_root, tmp_path):
+    layout = Layout.default()
+    first, second = tmp_path / "first", tmp_path / "second"
+    try:
+        for root in (first, second):
+            overlay_base(layout, base_root, root)
+        assert (first / "etc/os-release").read_text() == (base_root / "etc/os-release").read_text()
+        before = (base_root / "etc/debian_version").read_bytes(), (base_root / "etc/debian_version").stat().st_mode
+        with open(first / "etc/debian_version", "a") as in_place:  # `>>`: written in place, not replaced
+            in_place.write("written in place\n")
+        (first / "etc/debian_version").chmod(0o600)
+        (first / "usr/bin/env").unlink()
+        assert ((base_root / "etc/debian_version").read_bytes(), (base_root / "etc/debian_version").stat().st_mode) == before
+        assert (second / "etc/debian_version").read_bytes() == before[0] and (base_root / "usr/bin/env").exists()
+        assert (second / "usr/bin/env").exists() and not (first / "usr/bin/env").exists()
+        assert (tmp_path / "first-upper/etc/debian_version").is_file()  # the change lies in the host's own layer
+    finally:
+        for root in (first, second):
+            release_tree(root)
+    assert mounts_inside(tmp_path) == []
+
+
+def test_a_base_that_a_fleet_uses_is_kept_when_another_recipe_is_built(tmp_path, monkeypatch):
+    """Caching logic only (no debootstrap): hosts are overlays on their base, so pruning it would empty their roots."""
+    layout = Layout(tmp_path)
+    old, unused = layout.bases / "bookworm-old", layout.bases / "bookworm-unused"
+    for base in (old, unused):
+        base.mkdir(parents=True)
+        (base / STAMP).write_text("{}")
+    fleet_dir = layout.fleet_dir("f1")
+    fleet_dir.mkdir(parents=True)
+    save_state(fleet_dir, FleetState("f1", str(fleet_dir), str(old), "root", None))
+    monkeypatch.setattr(base_module, "_build", lambda layout, recipe, target: (target / STAMP).parent.mkdir()
+                        or (target / STAMP).write_text("{}"))
+    new = ensure_base(layout)
+    assert new.is_dir() and old.is_dir() and not unused.exists()
