@@ -180,7 +180,7 @@ def overlay_base(layout: Layout, base: Path, dest: Path) -> None:
     the host's other mounts. A base stays while a fleet uses it (_prune_unused_bases). Where the cache's filesystem
     cannot hold an overlay's writable layer (overlayfs itself, some network filesystems), the base is copied instead.
     """
-    upper, work = dest.with_name(f"{dest.name}-upper"), dest.with_name(f"{dest.name}-work")
+    upper, work = own_layer(dest), dest.with_name(f"{dest.name}-work")
     for directory in (dest, upper, work):
         directory.mkdir()
     with open(layout.bases / ".lock", "w") as lock:
@@ -194,6 +194,12 @@ def overlay_base(layout: Layout, base: Path, dest: Path) -> None:
                 log.warning("cannot mount an overlay of the base at %s (%s): copying the base instead", dest, error)
         run(["cp", "-a", "--reflink=auto", f"{base}/.", dest], f"copying the base root {base} to {dest}",
             fix=f"check free space with `df -h {dest.parent}`")
+
+
+def own_layer(root: Path) -> Path:
+    """The writable layer of the host root `root` (overlay_base): everything the host added or changed, as plain
+    files. It does not exist where the base was copied instead."""
+    return root.with_name(f"{root.name}-upper")
 
 
 def _prune_unused_bases(layout: Layout, keep: Path) -> None:

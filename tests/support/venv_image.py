@@ -29,7 +29,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from localfleet.base import own_layer
 from localfleet.mounts import mount
+from localfleet.release import release_tree
 from roles.pins import VENV_PATH
 from roles.venv.deploy import REMOTE_WHEELHOUSE
 from tests.support.fleet_deploy import deploy
@@ -39,15 +41,15 @@ LENT = (VENV_PATH, REMOTE_WHEELHOUSE)
 
 @dataclass(frozen=True)
 class VenvImage:
-    root: Path  # the image host's root: nothing runs in it and nothing changes it while the session lasts
+    root: Path  # the image host's root (released: nothing runs or is mounted in it while the session lasts)
 
     def lend(self, host) -> None:
         """Mount the image's venv and wheelhouse copy into `host` (a FleetHost that has neither), each as an overlay
         whose writable layer lies in the host's fleet directory (released and deleted with the fleet)."""
         for path in LENT:
-            lower = self.root / path.lstrip("/")
+            lower = self.plain(path)
             target = host.root / path.lstrip("/")
-            _make_parents_like(self.root, host.root, Path(path).parent)
+            _make_parents_like(self.files(), host.root, Path(path).parent)
             layer = host.root.parent / "lent" / path.strip("/").replace("/", "_")
             upper, work = layer / "upper", layer / "work"
             upper.mkdir(parents=True)
@@ -57,6 +59,19 @@ class VenvImage:
             target.mkdir()
             _same_owner_and_mode(lower, target)
             mount("overlay", target, "overlay", 0, f"lowerdir={lower},upperdir={upper},workdir={work}")
+
+    def files(self) -> Path:
+        """Where the image host's files lie as plain files: its own layer (all the stage made is there; nothing lent
+        comes from the base), or its root where localfleet copied the base. Never through an overlay's mount: an
+        overlay whose lower layer is another overlay makes /proc/PID/maps name the files it maps with paths of the
+        wrong mount (seen on Linux 6.18), and the verifier's runtime.maps check compares those with its prediction."""
+        layer = own_layer(self.root)
+        return layer if layer.is_dir() else self.root
+
+    def plain(self, path: str) -> Path:
+        found = self.files() / path.lstrip("/")
+        assert found.is_dir(), f"the venv image has no {path} ({found})"
+        return found
 
 
 def _same_owner_and_mode(model: Path, path: Path) -> None:
@@ -79,8 +94,9 @@ def _make_parents_like(image_root: Path, host_root: Path, directory: Path) -> No
 
 @contextlib.contextmanager
 def venv_image() -> Iterator[VenvImage]:
-    """A one-host fleet whose venv the real venv stage made (checked), kept with its sshd stopped until the block ends;
-    torn down then, also after a failure."""
+    """A one-host fleet whose venv the real venv stage made (checked), then released — its sshd stopped, its root
+    unmounted, so its own layer is plain files that nothing runs in or writes to — until the block ends; torn down
+    then, also after a failure."""
     from localfleet.fleet import Fleet
 
     with Fleet.up(n=1, login="admin") as fleet:
@@ -92,4 +108,7 @@ def venv_image() -> Iterator[VenvImage]:
         assert len(made) == 3, run.explain()
         host = fleet.host("ws1")
         host.stop_sshd()  # from here on nothing reaches it: the lent layers stay as the stage left them
+        # Its root's overlay too: a directory lent as another overlay's lower layer must not be any mount's upper
+        # layer (the kernel warns of undefined behaviour when files are reached through both).
+        release_tree(host.root)
         yield VenvImage(host.root)
