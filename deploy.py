@@ -10,6 +10,7 @@ from pathlib import Path
 from pyinfra import local
 
 from roles.settings import require_valid_inventory
+from roles.stages import read_ahead_for_stages
 
 STAGES = (
     "preflight",  # 1: supported OS, GPU, disk, accounts — changes nothing
@@ -23,6 +24,7 @@ STAGES = (
 )
 
 require_valid_inventory()  # before any stage: bad inventory data refuses the whole run, on every host
+read_ahead_for_stages(STAGES)  # what every stage below asks each host, in one command per host
 tasks = Path(__file__).resolve().parent / "tasks"
 for stage in STAGES:
     local.include(str(tasks / f"{stage}.py"))

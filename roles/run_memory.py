@@ -32,6 +32,9 @@ class RunMemory:
     # roles.run_reads: facts asked of a host once per run where nothing the run does in between can change them
     # (pyinfra 3 caches none) — (host, fact, its arguments, phase) -> what the host answered.
     fact_reads: dict[tuple, Any] = field(default_factory=dict)
+    # roles.run_reads.read_ahead: what each host answered to the questions read ahead in one command —
+    # host name -> {(fact, its arguments): answer}; served while the run has changed nothing on that host.
+    read_ahead: dict[str, dict[tuple, Any]] = field(default_factory=dict)
     # roles.venv.wheelhouse_pull: the controller's wheelhouse servers for this run (pull mode, `wheelhouse_serve`),
     # started by the first host that installs and stopped when the run's last host disconnects; None until then.
     wheelhouse_servers: RunServers | None = None

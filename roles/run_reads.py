@@ -1,42 +1,179 @@
-"""Facts a run reads once per host where nothing the run does in between can change them.
+"""How a run asks its hosts questions (pyinfra facts): read ahead in one command per host, and asked again only once
+the run has changed something there.
 
-pyinfra 3 caches no facts: every `host.get_fact` is another command over SSH, and some are not cheap on the host
-(VenvContents walks every file of the venv, ~25,000 with torch). A no-op re-deploy asked several of them twice:
-- VenvPathAccess in preflight and again in the venv stage (which also runs alone), OsReleaseFile and InstalledRocm in
-  preflight and again in the ROCm stage, all while planning — nothing has executed in between, so the second read can
-  only repeat the first: `read(...)`;
-- HostPython3 while planning the venv stage and again when its venv operation executes — what runs in between
-  (installing python3-venv, uploading the wheelhouse) cannot change the host's python3 minor version, all the venv
-  operation compares (python3-venv pins the python3 of its own release): `read(..., across_execution=True)`; a host
-  that had no python3 while planning is asked again;
-- VenvContents when the venv operation executes and again when the packages operation after it executes — the
-  same unless the first changed the venv: the first `keep`s what it read only when it does nothing, the second
-  `take`s it.
-Everything else is read each time, as pyinfra does. Kept in the run's memory (roles/run_memory.py, `fact_reads`) per
-host; a value read while planning is never used at execution unless `across_execution`.
+pyinfra 3 caches no facts: every `host.get_fact` is another command over SSH, one round trip each, and a stage's
+operations ask theirs one after another. A no-op re-deploy asked every host 16 questions that way (bench/
+fleet_scale.py counts them), most of the provisioning stages' time above pyinfra's own floor. Here:
+
+- `read_ahead(asks)`: every fact in `asks` that this run has not read from the host yet, in ONE command — each fact's
+  own command in a subshell between marker lines that carry 128 random bits (nothing a file on the host prints can
+  forge a boundary), each answer parsed by the fact's own `process`, as pyinfra would. A fact whose command fails,
+  or that needs another shell or a required command, is left out: asked alone when it is read, with pyinfra's own
+  error handling. Each stage says what it will read (`@stage(..., reads=)`, roles/stage.py); deploy.py reads ahead
+  for all its stages at once, so a whole no-op deploy asks each host once.
+- `ask(fact, **kwargs)` — what the stages call instead of `host.get_fact`: the answer read ahead, while this run has
+  changed nothing on the host since (no operation on it has run a command yet; pyinfra runs a host's operations in
+  order), else the host is asked now. After the first change every answer is fresh, as in pyinfra.
+- `read(fact, **kwargs)`: asked once per run (and phase) where nothing the run does in between can change the answer
+  — VenvPathAccess in preflight and in the venv stage (which also runs alone), OsReleaseFile and InstalledRocm in
+  preflight and the ROCm stage, all while planning; with `across_execution=True`, also across the run's changes:
+  HostPython3 — installing python3-venv or uploading the wheelhouse cannot change the host's python3 minor version,
+  all the venv operation compares (a host that had no python3 while planning is asked again).
+- `keep` / `take`: VenvContents read when the venv operation executes is offered to the packages operation after
+  it, when the first changed nothing.
+Kept in the run's memory (roles/run_memory.py) per host.
 """
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyinfra import host
+from pyinfra.api import FactBase, StringCommand
 from pyinfra.context import ctx_state
 
 from roles.run_memory import memory_of
 
 
+@dataclass(frozen=True)
+class Ask:
+    """One question for a host: a pyinfra fact class and its arguments."""
+
+    fact: type
+    kwargs: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fact, **kwargs) -> Ask:
+        return cls(fact, kwargs)
+
+    def key(self) -> tuple:
+        return self.fact.__name__, _frozen(self.kwargs)
+
+
+def _frozen(value: Any) -> Any:
+    """Arguments as a hashable value: the same question asked with a list or a tuple is the same question."""
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(item) for item in value)
+    if isinstance(value, set | frozenset):
+        return tuple(sorted(_frozen(item) for item in value))
+    return value
+
+
+def _batchable(ask: Ask) -> bool:
+    """Whether the fact can ride in the one command: a plain FactBase run by the login shell, with no command it
+    requires first and no precondition (pyinfra handles those when it is asked alone)."""
+    if not (isinstance(ask.fact, type) and issubclass(ask.fact, FactBase)) or ask.fact.shell_executable:
+        return False
+    fact = ask.fact()
+    return fact.requires_command(**ask.kwargs) is None and fact.check_preconditions(ctx_state.get(), host) is None
+
+
+class _Batch(FactBase):
+    """Several facts' commands in one: `echo TOKEN-i; ( command ); echo "TOKEN-i $?"` for each, in order. The output
+    is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
+
+    def command(self, token: str, commands: list) -> StringCommand:
+        bits: list = []
+        for index, command in enumerate(commands):
+            bits += ["echo", f"{token}-{index};", "(", command, ");", "echo", f'"{token}-{index} $?";']
+        return StringCommand(*bits)
+
+    def process(self, output) -> list[str]:
+        return list(output)
+
+
+def split(lines: list[str], token: str, count: int) -> dict[int, list[str]]:
+    """{index: the stdout lines of command `index`} for each command that ended with exit status 0."""
+    answers: dict[int, list[str]] = {}
+    index, body = None, []
+    for line in lines:
+        if index is None:
+            if line.startswith(f"{token}-") and line[len(token) + 1:].isdigit():
+                index, body = int(line[len(token) + 1:]), []
+            continue
+        if line == f"{token}-{index} 0":
+            if 0 <= index < count:
+                answers[index] = body
+            index = None
+        elif line.startswith(f"{token}-{index} "):
+            index = None  # it failed: asked alone when read
+        else:
+            body.append(line)
+    return answers
+
+
+def _answered(ask: Ask, lines: list[str]) -> tuple[bool, Any]:
+    """(True, value) as pyinfra's get_fact would give it for these stdout lines; (False, None) when `process`
+    rejects them — then the fact is asked alone, and pyinfra reports the error."""
+    fact = ask.fact()
+    if not lines:
+        return True, fact.default()
+    try:
+        return True, fact.process(lines)
+    except Exception:  # noqa: BLE001 - any failure: leave it to pyinfra's own get_fact and its error handling
+        return False, None
+
+
+_TRIED = ("tried",)  # in a host's read-ahead answers: the keys already sent in a batch, answered or not
+
+
+def _host_reads() -> dict:
+    return memory_of(ctx_state.get()).read_ahead.setdefault(host.name, {})
+
+
+def read_ahead(asks: Iterable[Ask]) -> None:
+    """Ask the current host, in one command, every fact in `asks` not read ahead yet (see the module docstring)."""
+    known = _host_reads()
+    tried = known.setdefault(_TRIED, set())
+    todo: dict[tuple, Ask] = {}
+    for ask in asks:
+        if ask.key() not in tried and _batchable(ask):
+            todo.setdefault(ask.key(), ask)
+    if not todo or _changed_since_start():
+        return
+    tried.update(todo)  # one try each: a fact the batch could not answer is asked alone when read, not batched again
+    token = f"rocm-fleet-{secrets.token_hex(16)}"
+    ordered = list(todo.values())
+    commands = [ask.fact().command(**ask.kwargs) for ask in ordered]
+    lines = host.get_fact(_Batch, token=token, commands=commands)
+    for index, body in split(lines or [], token, len(ordered)).items():
+        ok, value = _answered(ordered[index], body)
+        if ok:
+            known[ordered[index].key()] = value
+
+
+def _changed_since_start() -> bool:
+    """Whether an operation of this run has run a command on the current host (then read-ahead answers are stale)."""
+    state = ctx_state.get()
+    return any(data.operation_meta.executed for data in state.ops.get(host, {}).values()
+               if data.operation_meta.is_complete())
+
+
+def ask(fact_cls, **kwargs):
+    """host.get_fact(fact_cls, **kwargs) — answered from the read-ahead while the run has changed nothing here."""
+    known = _host_reads()
+    key = Ask(fact_cls, kwargs).key()
+    if key in known and not _changed_since_start():
+        return known[key]
+    return host.get_fact(fact_cls, **kwargs)
+
+
 def _key(fact_cls, kwargs: dict[str, Any], across_execution: bool) -> tuple:
     phase = "run" if across_execution else ("execute" if ctx_state.get().is_executing else "plan")
-    return host.name, fact_cls.__name__, tuple(sorted((k, repr(v)) for k, v in kwargs.items())), phase
+    return host.name, *Ask(fact_cls, kwargs).key(), phase
 
 
 def read(fact_cls, *, across_execution: bool = False, **kwargs):
-    """host.get_fact(fact_cls, **kwargs), asked of the host once per run (and phase, unless across_execution)."""
+    """ask(fact_cls, **kwargs), asked of the host once per run (and phase, unless across_execution)."""
     reads = memory_of(ctx_state.get()).fact_reads
     key = _key(fact_cls, kwargs, across_execution)
     if key not in reads:
-        reads[key] = host.get_fact(fact_cls, **kwargs)
+        reads[key] = ask(fact_cls, **kwargs)
     return reads[key]
 
 
@@ -46,9 +183,9 @@ def keep(fact_cls, value, **kwargs) -> None:
 
 
 def take(fact_cls, **kwargs):
-    """The value kept for this fact in this phase (once), or host.get_fact(fact_cls, **kwargs)."""
+    """The value kept for this fact in this phase (once), or ask(fact_cls, **kwargs)."""
     reads = memory_of(ctx_state.get()).fact_reads
     key = _key(fact_cls, kwargs, False)
     if key in reads:
         return reads.pop(key)
-    return host.get_fact(fact_cls, **kwargs)
+    return ask(fact_cls, **kwargs)

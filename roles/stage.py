@@ -10,6 +10,10 @@ A stage that finds a host unfit (unsupported OS, colliding packages it may not r
 runs nothing more on that host while the other hosts go on, and the run exits 1. Raising an exception instead would
 abort the whole fleet. `note(message)` is an operation that changes nothing and says so: the plan then shows e.g.
 "ROCm | skipped: rocm_install is 'skip'".
+
+`reads(settings)`, when given, lists the facts the stage will ask a host on a run that changes nothing (roles/
+run_reads.py): they are read ahead in one command per host before the stage plans — already done when deploy.py read
+ahead for all its stages (`read_ahead_for_stages`).
 """
 
 from __future__ import annotations
@@ -21,15 +25,20 @@ from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, deploy, operation
 from pyinfra.context import ctx_state
 
+from roles import run_reads
 from roles.run_memory import memory_of
 from roles.settings import HostSettings, settings_for
 
 SKIPPED = "skipped: an earlier stage stopped this host"
 
 
-def stage(title: str, every_host: Callable[[HostSettings], None] | None = None):
+Reads = Callable[[HostSettings], list[run_reads.Ask]]
+
+
+def stage(title: str, every_host: Callable[[HostSettings], None] | None = None, reads: Reads | None = None):
     """Decorate `function(settings)` as the stage `title` (see the module docstring). `every_host(settings)`, when
-    given, runs first on every host, also on one that is skipped (the verification stage lists those in its summary).
+    given, runs first on every host, also on one that is skipped (the verification stage lists those in its summary);
+    `reads(settings)`: the facts it asks on a no-op run, read ahead. The deploy keeps `reads` as its attribute.
     """
 
     def decorator(function: Callable[[HostSettings], None]) -> Callable[[], None]:
@@ -42,8 +51,11 @@ def stage(title: str, every_host: Callable[[HostSettings], None] | None = None):
             if host.name in memory_of(ctx_state.get()).stopped_hosts:
                 note(SKIPPED)
                 return
+            if reads is not None:
+                run_reads.read_ahead(reads(settings))
             function(settings)
 
+        entry.reads = reads
         return entry
 
     return decorator

@@ -20,12 +20,16 @@ Here, for each upload that is needed:
 Logged in as root (or through @chroot/@local) pyinfra writes the temporary name directly; the checks are the same.
 
 Whether a file is already there is decided by its sha256 — without hashing it again on every run: step 3 also records,
-in `.rocm-fleet-sha256` beside it, the sha256 with the file's size, inode and ctime (nanoseconds) as it was put in
-place; the next run takes the recorded sha256 while all three are unchanged, and hashes the file otherwise. Any write,
-chmod or replacement changes the ctime (the kernel sets it; it cannot be set back), so a changed file is always hashed.
-A multi-GB wheelhouse is thus not read on every host on every no-op run. The record is root's, in root's
-directory, and only ever skips an upload: what runs or installs is still checked at that moment (the verifier's
-sha256 before each run, pip's --require-hashes).
+in `.rocm-fleet-sha256` beside it, the sha256 with the file's size, inode, ctime and mtime (nanoseconds) as it was put
+in place; the next run takes the recorded sha256 while all four are unchanged, and hashes the file otherwise. Any
+write, chmod, link or replacement changes the ctime (the kernel sets it; it cannot be set back), so a changed file is
+always hashed. A file hashed again and found with the controller's sha256 (only its ctime changed: a chmod to the same
+mode, a hard link such as `cp -al` makes) gets its record line rewritten by the same operation — a change shown once,
+on a run that changes things (never by --dry: facts only read) — so later runs do not hash it again; the line is
+written only while the file's stat is still the one it had while it was hashed. A multi-GB wheelhouse is thus not
+read on every host on every no-op run. The record is root's, a regular file in root's directory, replaced whole (a
+temporary name and mv), and only ever skips an upload: what runs or installs is still checked at that moment (the
+verifier's sha256 before each run, pip's --require-hashes).
 """
 
 from __future__ import annotations
@@ -41,14 +45,22 @@ from dataclasses import dataclass
 from pyinfra import host
 from pyinfra.api import FactBase, FileUploadCommand, StringCommand, operation
 
+from roles import run_reads
+from roles.stage import tell_command
+
 STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
-# In each directory uploads go to: "SHA256 NAME SIZE INODE CTIME" of each file put there (see the module docstring).
+# In each directory uploads go to: "SHA256 NAME SIZE INODE CTIME MTIME" of each file put there (see the module
+# docstring).
 SHA256_RECORD = ".rocm-fleet-sha256"
 # Names that can stand in a record line (space-separated): every wheel, verify.pyz, requirements.txt. Others are
 # simply hashed each time.
 _RECORDABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-# What identifies a file's current content without reading it: size, inode and change time (%z: with nanoseconds).
-_STAT_KEY = "stat -c '%s %i %z' --"
+# What identifies a file's current content without reading it: size, inode, change and modification time (%z, %y:
+# with nanoseconds).
+_STAT_FORMAT = "%s %i %z %y"
+_STAT_KEY = f"stat -c '{_STAT_FORMAT}' --"
+# What that prints: "SIZE INODE DATE TIME ZONE DATE TIME ZONE" — only such a key is ever put into a record.
+_KEY_SHAPE = re.compile(r"\d+ \d+( \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? [+-]\d{4}){2}")
 
 
 def _token() -> str:
@@ -70,32 +82,62 @@ class Upload:
         return io.BytesIO(self.source) if isinstance(self.source, bytes) else self.source
 
 
+@dataclass(frozen=True)
+class FilesFound:
+    """What FilesSha256 read: {name: sha256}, and {name: stat key} of the files it hashed this time (their record was
+    missing or did not match) whose stat was the same before and after the hash — the key that sha256 belongs to."""
+
+    sha256: dict[str, str]
+    hashed: dict[str, str]
+
+
 class FilesSha256(FactBase):
-    """{file name: sha256} of the regular files `names` in `directory` (missing ones left out) — the recorded sha256
-    of a file whose size, inode and ctime are still those recorded when it was put in place, else hashed now."""
+    """The sha256 of the regular files `names` in `directory` (missing ones left out) — the recorded sha256 of a file
+    whose size, inode, ctime and mtime are still those recorded, else hashed now (see FilesFound)."""
 
     def command(self, directory: str, names: Sequence[str]) -> str:
-        quoted = " ".join(shlex.quote(name) for name in names)
         record = SHA256_RECORD
+        recordable = " ".join(shlex.quote(name) for name in names if _RECORDABLE.fullmatch(name))
+        others = " ".join(shlex.quote(name) for name in names if not _RECORDABLE.fullmatch(name))
         # -f: regular files only (a directory or FIFO of that name is "not there"); || true: absent is data.
-        return (f"cd {shlex.quote(directory)} 2>/dev/null && for f in {quoted}; do "
-                '[ -f "$f" ] && [ ! -L "$f" ] || continue; h=; '
-                f'if [ -f {record} ] && [ ! -L {record} ]; then '
-                f'h=$(awk -v n="$f" -v k="$({_STAT_KEY} "$f")" '
-                "'$2 == n { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); if (key == k) { print $1; exit } }' "
-                f"{record}); fi; "
-                'if [ -n "$h" ]; then printf \'%s  %s\\n\' "$h" "$f"; else sha256sum -- "$f"; fi; done; true')
+        regular = '[ -f "$f" ] && [ ! -L "$f" ]'
+        # A file hashed also gets the key it was hashed at, when it did not change while it was read.
+        hashed = (f'sha256sum -- "$f" && [ "$({_STAT_KEY} "$f")" = "$k" ] && '
+                  "printf 'hashed %s\\t%s\\n' \"$k\" \"$f\"")
+        return (
+            f"cd {shlex.quote(directory)} 2>/dev/null && {{ "
+            # Recordable names (no space, no newline) in one pass: one stat for them all, the record read once by
+            # one awk (its operands part=1 RECORD part=2 STDIN: the record may be empty), which prints
+            # "hit NAME SHA256" for each whose record line has its key, else "miss NAME KEY".
+            f"set --; for f in {recordable}; do {regular} && set -- \"$@\" \"$f\"; done; "
+            f'if [ $# -gt 0 ]; then r=/dev/null; if [ -f {record} ] && [ ! -L {record} ]; then r={record}; fi; '
+            f"stat --printf '%n {_STAT_FORMAT}\\n' -- \"$@\" 2>/dev/null | awk "
+            "'part == 1 { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); "
+            "if (!(($2, key) in sha)) sha[$2, key] = $1; next } "
+            "{ key = $0; sub(/^[^ ]+ /, \"\", key); if (($1, key) in sha) print \"hit\", $1, sha[$1, key]; "
+            "else print \"miss\", $1, key }' part=1 \"$r\" part=2 - | "
+            "while read -r what f k; do if [ \"$what\" = hit ]; then printf '%s  %s\\n' \"$k\" \"$f\"; "
+            f"else {hashed}; fi; done; fi; "
+            # Any other name: hashed each time (the record cannot hold it).
+            f"for f in {others}; do {regular} || continue; k=$({_STAT_KEY} \"$f\"); {hashed}; done; }}; true"
+        )
 
-    def default(self) -> dict[str, str]:
-        return {}
+    def default(self) -> FilesFound:
+        return FilesFound({}, {})
 
-    def process(self, output) -> dict[str, str]:
-        found = {}
+    def process(self, output) -> FilesFound:
+        found: dict[str, str] = {}
+        keys: dict[str, str] = {}
         for line in output:
+            if line.startswith("hashed "):
+                key, _, name = line.removeprefix("hashed ").partition("\t")
+                if _KEY_SHAPE.fullmatch(key) and name:
+                    keys[name] = key
+                continue
             digest, _, name = line.partition("  ")
             if len(digest) == 64 and name:
                 found[name] = digest
-        return found
+        return FilesFound(found, {name: key for name, key in keys.items() if name in found})
 
 
 class FileNames(FactBase):
@@ -114,6 +156,23 @@ class FileNames(FactBase):
 def mismatch_line(path: str, sha256: str) -> str:
     return (f"rocm-fleet: the upload of {path} arrived with another sha256 than the controller's ({sha256[:12]}…): "
             "not installed — run the deploy again")
+
+
+def record_again_command(directory: str, hashed: Sequence[tuple[Upload, str]], token: str) -> str:
+    """Shell that rewrites the record lines of files hashed this run and found with their upload's sha256: `hashed`
+    is (upload, the stat key it was hashed at). A line is written only while the file's stat is still that key (so
+    its sha256 is the one hashed); the others lose their stale line (they are hashed next time, as they would be).
+    The record is replaced whole, through a temporary name and mv; a failure only costs a hash next time."""
+    record = shlex.quote(posixpath.join(directory, SHA256_RECORD))
+    partial = shlex.quote(posixpath.join(directory, f"{SHA256_RECORD}.{token}"))
+    names = " ".join(upload.name for upload, _ in hashed)
+    lines = "".join(
+        f"[ \"$({_STAT_KEY} {shlex.quote(posixpath.join(directory, upload.name))} 2>/dev/null)\" = "
+        f"{shlex.quote(key)} ] && printf '%s %s %s\\n' {upload.sha256} {upload.name} {shlex.quote(key)}; "
+        for upload, key in hashed)
+    return (f"{{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v drop={shlex.quote(names)} "
+            "'BEGIN { split(drop, d, \" \"); for (i in d) skip[d[i]] = 1 } !($2 in skip)' "
+            f"{record}; fi; {lines}true; }} > {partial} && mv -f {partial} {record} || rm -f {partial}")
 
 
 def _record(directory: str, upload: Upload, token: str) -> str:
@@ -153,14 +212,24 @@ def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", 
                   delete: bool = False, keep: Sequence[str] = ()):
     """Every upload is in `directory` (root's, `dir_mode`) with its sha256 — uploaded privately and checked on the
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
-    present = host.get_fact(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
-    needed = [upload for upload in uploads if present.get(upload.name) != upload.sha256]
+    present = run_reads.ask(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
+    needed = [upload for upload in uploads if present.sha256.get(upload.name) != upload.sha256]
+    # Hashed this run (no record line matched: a chmod, a link, no record yet) and found equal: recorded again, or
+    # every later run hashes them again.
+    record_again = [(upload, present.hashed[upload.name]) for upload in uploads
+                    if present.sha256.get(upload.name) == upload.sha256 and upload.name in present.hashed
+                    and _RECORDABLE.fullmatch(upload.name)]
     wanted = {upload.name for upload in uploads} | set(keep) | {SHA256_RECORD}
-    extra = sorted(name for name in host.get_fact(FileNames, directory=directory) if name not in wanted) if delete \
+    extra = sorted(name for name in run_reads.ask(FileNames, directory=directory) if name not in wanted) if delete \
         else []
-    if not needed and not extra:
+    if not needed and not extra and not record_again:
         host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")
         return
+    if record_again:
+        yield tell_command(f"{len(record_again)} file(s) in {directory} hashed (their stat was not the recorded one) "
+                           f"and found with the controller's sha256: recording it in {SHA256_RECORD}, so later runs "
+                           "do not hash them again")
+        yield record_again_command(directory, record_again, _token())
     if needed:
         yield f"mkdir -p -- {shlex.quote(directory)} && chmod {dir_mode} -- {shlex.quote(directory)}"
         yield from install_commands(directory, needed, mode, _token())

@@ -25,10 +25,12 @@ from pathlib import Path
 import elftools
 from pyinfra import host
 from pyinfra.api import deploy
+from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
+from roles import run_reads
 from roles.run_memory import memory_of
-from roles.uploads import Upload, checked_files
+from roles.uploads import FilesSha256, Upload, checked_files
 from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
@@ -93,10 +95,20 @@ def verifier_command(*arguments: str, python: str = "python3") -> str:
     return f"if {check}; then {run}; else echo {shlex.quote(stale_line())} >&2; (exit {STALE_EXIT}); fi"
 
 
+def upload_reads() -> list[run_reads.Ask]:
+    """What the upload asks a host (for the stages' read-ahead)."""
+    return [run_reads.Ask.of(Directory, path=REMOTE_DIR),
+            run_reads.Ask.of(FilesSha256, directory=REMOTE_DIR, names=[VERIFIER_NAME])]
+
+
 @deploy("Upload the verifier")
 def _upload() -> None:
     # Root's own: the verifier is run by root from here, so no other account may add, swap or rename files in it.
-    files.directory(name="Verifier directory", path=REMOTE_DIR, user="root", group="root", mode="755")
+    # Asked here, read ahead with the stage's other questions: files.directory would ask the host once more.
+    directory = run_reads.ask(Directory, path=REMOTE_DIR)
+    if not (directory and directory.get("user") == "root" and directory.get("group") == "root"
+            and directory.get("mode") == 755):
+        files.directory(name="Verifier directory", path=REMOTE_DIR, user="root", group="root", mode="755")
     checked_files(name=f"Upload {REMOTE_VERIFIER}", directory=REMOTE_DIR,
                   uploads=[Upload(VERIFIER_NAME, verifier_sha256(), verifier_archive())])
 

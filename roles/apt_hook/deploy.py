@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from roles import run_reads
 from roles.apt_hook import operations
+from roles.apt_hook.facts import AptHookFiles
 from roles.settings import HostSettings
 from roles.stage import stage
-from roles.verifier import upload_verifier, verifier_sha256
+from roles.verifier import upload_reads, upload_verifier, verifier_sha256
 
 
-@stage("Apt hook")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    return [*(upload_reads() if settings.apt_hook else []), run_reads.Ask.of(AptHookFiles)]
+
+
+@stage("Apt hook", reads=reads)
 def apt_hook(settings: HostSettings) -> None:
     if not settings.apt_hook:
         operations.apt_hook(name="Remove the apt hook (apt_hook: False)", present=False,

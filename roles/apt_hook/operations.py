@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.apt_hook.facts import AptHookFiles
 from roles.apt_hook.model import (
     CONF_PATH,
@@ -39,7 +40,7 @@ def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect
     a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
     and run once when either changed to record its baseline (with `metrics_dir`, each run also rewrites node_exporter's
     rocm_fleet.prom there); or, with present=False, its configuration, verifier copy and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
-    files = host.get_fact(AptHookFiles)
+    files = run_reads.ask(AptHookFiles)
     if not present:
         if not files.anything:
             host.noop("apt hook not installed")

@@ -3,15 +3,21 @@ False`, remove) the unit."""
 
 from __future__ import annotations
 
+from roles import run_reads
 from roles.boot_check import operations
+from roles.boot_check.facts import BootUnit
 from roles.boot_check.model import boot_check_arguments
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.deploy import check_arguments
-from roles.verifier import upload_verifier, verifier_sha256
+from roles.verifier import upload_reads, upload_verifier, verifier_sha256
 
 
-@stage("Boot check")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    return [*(upload_reads() if settings.boot_check else []), run_reads.Ask.of(BootUnit)]
+
+
+@stage("Boot check", reads=reads)
 def boot_check(settings: HostSettings) -> None:
     if not settings.boot_check:
         operations.boot_unit(name="Remove the boot-time check (boot_check: False)", present=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.boot_check.facts import BootUnit
 from roles.boot_check.model import UNIT_NAME, UNIT_PATH, install_commands, remove_commands, unit_text
 from roles.stage import fail_command
@@ -15,7 +16,7 @@ def boot_unit(present: bool = True, arguments: list[str] | None = None, verifier
     """rocm-fleet-boot-check.service: the full check once per boot (`arguments`: verify boot-check's; it runs only
     while verify.pyz has `verifier_sha256`, so a new verifier rewrites the unit), enabled; or, with present=False, the
     unit, its link and its results removed."""
-    files = host.get_fact(BootUnit)
+    files = run_reads.ask(BootUnit)
     if not present:
         if not files.anything:
             host.noop(f"{UNIT_NAME} not installed")

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from roles.colliding_packages.operations import installed_collisions, remove_colliding_packages
+from roles import run_reads
+from roles.colliding_packages.operations import installed_collisions, remove_colliding_packages, watched
+from roles.debian.facts import PackageVersions
 from roles.settings import HostSettings
 from roles.stage import note, stage, stop
 
 
-@stage("Colliding packages")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    if settings.rocm_install == "skip":
+        return []
+    return [run_reads.Ask.of(PackageVersions, packages=list(watched(settings.rocm_build)))]
+
+
+@stage("Colliding packages", reads=reads)
 def colliding_packages(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': amdgpu-install does not run, so nothing can collide with it",

@@ -8,6 +8,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.debian.apt_commands import apt_get
 from roles.colliding_packages.data import colliding_packages
 from roles.colliding_packages.model import find_collisions
@@ -21,7 +22,7 @@ def watched(build: str) -> tuple[str, ...]:
 
 
 def installed_collisions(build: str):
-    return find_collisions(host.get_fact(PackageVersions, packages=list(watched(build))), build)
+    return find_collisions(run_reads.ask(PackageVersions, packages=list(watched(build))), build)
 
 
 @operation()
@@ -32,7 +33,7 @@ def remove_colliding_packages(build: str, lock_timeout: int):
         host.noop(f"no distro package collides with AMD's (checked: {', '.join(watched(build))})")
         return
     names = [collision.package.name for collision in collisions]
-    removed = host.get_fact(AptRemovalSimulation, packages=names)
+    removed = run_reads.ask(AptRemovalSimulation, packages=names)
     dependents = [f"{name} {version}".strip() for name, version in removed if name not in names]
     message = ("removing " + ", ".join(c.describe() for c in collisions)
                + ": apt would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)")

@@ -1,7 +1,7 @@
 """The kernel side of a host as the KernelDriver fact reads it (pure): the running kernel, every installed kernel
 and whether it has amdgpu.ko, amdgpu loaded and /dev/kfd, what keeps amdgpu out, a pending reboot, dpkg's kernel
-packages and which headers/modules-extra packages apt knows for the kernels that matter (and Debian's
-firmware-amd-graphics).
+packages and which headers/modules-extra packages apt has for the kernels that matter (and Debian's
+firmware-amd-graphics) — asked only about those dpkg has not installed, the only ones whose answer decides anything.
 
 The parsing of what is read — modprobe.d lines, the kernel command line, dpkg's kernel and meta packages — is the
 verifier's own (verify.api), so preflight, the ROCm stage and the verification's kernel.* checks judge alike.
@@ -15,7 +15,7 @@ Fact output, one item per line:
     cmdline BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=… ro quiet splash
     modprobe /etc/modprobe.d/blacklist-amdgpu.conf:1:blacklist amdgpu
     pkg linux-image-6.8.0-51-generic<TAB>6.8.0-51.52<TAB>ii <TAB>linux-modules-6.8.0-51-generic
-    available linux-modules-extra-6.8.0-51-generic
+    available linux-modules-extra-6.8.0-51-generic   (apt has a candidate; only names dpkg has not installed)
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class HostKernels:
     reboot_required: bool
     blocks: tuple[Block, ...]
     packages: tuple[KernelPackage, ...]
-    available: frozenset[str] = field(default_factory=frozenset)  # package names apt can install
+    # Package names apt can install, among those dpkg has not installed (apt is not asked about the others).
+    available: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def installed(self) -> tuple[str, ...]:

@@ -13,24 +13,42 @@ from roles.settings import HostSettings
 from roles.stage import note, stage, stop
 
 
-@stage("Preflight")
+def _users(settings: HostSettings) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*settings.workstation_users, settings.venv_owner)))
+
+
+def _disk_paths(settings: HostSettings) -> list[str]:
+    """Every path disk_needs may name: read before knowing whether ROCm is still to come (one question, not two)."""
+    needs = disk_needs(settings.min_free_disk_gb, settings.rocm_install == "install", settings.venv_path)
+    return [need.path for need in needs]
+
+
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    ask = run_reads.Ask.of
+    return [ask(InstalledRocm), ask(OsReleaseFile), ask(FreeSpaceFor, paths=_disk_paths(settings)),
+            ask(ExistingUsers, users=list(_users(settings))), ask(KernelDriver),
+            ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+            *([ask(GpuDevices)] if settings.gpu_required else [])]
+
+
+@stage("Preflight", reads=reads)
 def preflight(settings: HostSettings) -> None:
     rocm_pending = settings.rocm_install == "install" and not run_reads.read(InstalledRocm).is_complete(
         settings.rocm_release, settings.rocm_build)
     needs = disk_needs(settings.min_free_disk_gb, rocm_pending, settings.venv_path)
-    users = tuple(dict.fromkeys((*settings.workstation_users, settings.venv_owner)))
+    users = _users(settings)
     verdict = check(PreflightInput(
         os_release=run_reads.read(OsReleaseFile),
         rocm_install=settings.rocm_install,
         rocm_pending=rocm_pending,
         rocm_release=settings.rocm_release,
         gpu_required=settings.gpu_required,
-        gpus=host.get_fact(GpuDevices) if settings.gpu_required else None,
+        gpus=run_reads.ask(GpuDevices) if settings.gpu_required else None,
         needs=needs,
-        free=host.get_fact(FreeSpaceFor, paths=[need.path for need in needs]),
+        free=run_reads.ask(FreeSpaceFor, paths=_disk_paths(settings)),
         required_users=users,
-        existing_users=host.get_fact(ExistingUsers, users=list(users)),
-        kernels=host.get_fact(KernelDriver),
+        existing_users=run_reads.ask(ExistingUsers, users=list(users)),
+        kernels=run_reads.ask(KernelDriver),
     ))
     for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
         host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)

@@ -7,16 +7,31 @@ from pyinfra import host
 from pyinfra.operations import files
 
 from roles import pins, run_reads
-from roles.debian.facts import InstalledRocm, OsReleaseFile
+from roles.debian.facts import InstalledRocm, KernelDriver, OsReleaseFile, PackageVersions
 from roles.debian.os_support import support_for
 from roles.rocm import operations
+from roles.rocm.facts import AdduserConf, AptPreferences, GroupAccounts, RocmAptLists
 from roles.rocm.model import GPU_GROUPS, installer_file_name, installer_package_version, installer_url, plan_rocm
 from roles.settings import HostSettings
 from roles.stage import note, stage, stop
 from verify.api import rocm_release
 
 
-@stage("ROCm")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    if settings.rocm_install == "skip":
+        return []
+    ask = run_reads.Ask.of
+    return [ask(OsReleaseFile), ask(InstalledRocm), ask(PackageVersions, packages=[operations.INSTALLER_PACKAGE]),
+            ask(RocmAptLists), ask(AptPreferences), ask(KernelDriver)]
+
+
+def gpu_access_reads(settings: HostSettings) -> list[run_reads.Ask]:
+    users = operations.gpu_users(list(settings.workstation_users), settings.venv_owner)
+    asks = [run_reads.Ask.of(GroupAccounts, users=list(users), groups=list(GPU_GROUPS))] if users else []
+    return asks + ([run_reads.Ask.of(AdduserConf)] if settings.new_users_gpu_groups else [])
+
+
+@stage("ROCm", reads=reads)
 def rocm(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
         note("rocm_install is 'skip': ROCm is managed elsewhere on this host", name="skipped: rocm_install is 'skip'")
@@ -74,7 +89,7 @@ def rocm(settings: HostSettings) -> None:
                                       lock_timeout=settings.dpkg_lock_timeout)
 
 
-@stage("GPU access")
+@stage("GPU access", reads=gpu_access_reads)
 def gpu_access(settings: HostSettings) -> None:
     users, owner = list(settings.workstation_users), settings.venv_owner
     # The venv's owner runs the runtime probe and NF4 test (the verification stage and the boot check), so it needs

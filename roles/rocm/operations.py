@@ -9,6 +9,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
 from roles.debian.facts import InstalledRocm, PackageVersions
 from roles.debian.facts import KernelDriver
@@ -29,7 +30,7 @@ LIST_PARTIAL_PREFIX = "/etc/apt/.rocm-fleet-list."
 
 def installed_installer_version() -> str:
     """The version of amdgpu-install dpkg has installed on the current host, or "" when none is."""
-    package = host.get_fact(PackageVersions, packages=[INSTALLER_PACKAGE]).get(INSTALLER_PACKAGE)
+    package = run_reads.ask(PackageVersions, packages=[INSTALLER_PACKAGE]).get(INSTALLER_PACKAGE)
     return package.version if package and package.status.startswith(("ii", "hi")) else ""
 
 
@@ -49,7 +50,7 @@ def amdgpu_repositories(base_url: str, release: str, driver_release: str, codena
                         lock_timeout: int):
     """The apt lists amdgpu-install wrote point at rocm/apt/RELEASE, graphics/RELEASE/ubuntu and
     amdgpu/DRIVER/ubuntu for `codename` — rewritten (then `apt-get update`) when they do not."""
-    current = host.get_fact(RocmAptLists)
+    current = run_reads.ask(RocmAptLists)
     if not current and installed_installer_version() != installer_version:
         # Planning on a host without the installer yet: its deb writes the lists; this runs again after it.
         host.noop(f"the apt lists come with {INSTALLER_PACKAGE} {installer_version}: checked once it is installed")
@@ -73,7 +74,7 @@ def amdgpu_repositories(base_url: str, release: str, driver_release: str, codena
 def rocm_stack(release: str, build: str, usecase: str, side_by_side: bool, lock_timeout: int):
     """ROCm RELEASE installed by `amdgpu-install -y --usecase=USECASE --no-dkms` (the inbox kernel driver is used),
     after an `apt-get update`; with `--rocmrelease=RELEASE` when installed beside another release."""
-    installation = host.get_fact(InstalledRocm)
+    installation = run_reads.ask(InstalledRocm)
     if installation.is_complete(release, build):
         host.noop(f"ROCm {release} is installed (/opt/rocm-{release}, rocm-core {release}.{build})")
         return
@@ -89,7 +90,7 @@ def rocm_stack(release: str, build: str, usecase: str, side_by_side: bool, lock_
 def opt_rocm_points_at(release: str):
     """/opt/rocm resolves to /opt/rocm-RELEASE (bitsandbytes' RUNPATH searches /opt/rocm/lib first), set through
     update-alternatives as AMD's packages register it."""
-    installation = host.get_fact(InstalledRocm)
+    installation = run_reads.ask(InstalledRocm)
     target = f"/opt/rocm-{release}"
     if installation.opt_rocm == target:
         host.noop(f"/opt/rocm points at {target}")
@@ -100,19 +101,25 @@ def opt_rocm_points_at(release: str):
     yield f"update-alternatives --set rocm {target}"
 
 
+def gpu_users(users: list[str], venv_owner: str | None) -> dict[str, str]:
+    """{account: the setting that names it} of everyone gpu_groups puts in the GPU groups."""
+    setting = {user: "workstation_users" for user in users}
+    if venv_owner and venv_owner != "root":
+        setting.setdefault(venv_owner, "venv_owner")
+    return setting
+
+
 @operation()
 def gpu_groups(users: list[str], venv_owner: str | None = None):
     """Each user is in `render` and `video` (appended: their other groups stay); the groups exist. `venv_owner` too,
     unless it is root or already among `users`: the runtime probe and the NF4 test run as that account
     (verify/checks/probe_account.py), so it must reach /dev/kfd and /dev/dri as the venv's user would."""
-    setting = {user: "workstation_users" for user in users}
-    if venv_owner and venv_owner != "root":
-        setting.setdefault(venv_owner, "venv_owner")
+    setting = gpu_users(users, venv_owner)
     users = list(setting)
     if not users:
         host.noop("no workstation_users to add to render and video")
         return
-    accounts = host.get_fact(GroupAccounts, users=list(users), groups=list(GPU_GROUPS))
+    accounts = run_reads.ask(GroupAccounts, users=list(users), groups=list(GPU_GROUPS))
     changes = False
     for group in GPU_GROUPS:
         if group not in accounts.groups:
@@ -143,7 +150,7 @@ def amd_pin(origin: str, priority: int, path: str, installer_version: str):
         # Planning on a host without the installer yet: its deb brings the pin; this runs again after it.
         host.noop(f"AMD's apt pin comes with {INSTALLER_PACKAGE} {installer_version}: checked once it is installed")
         return
-    state = parse_preference_files(host.get_fact(AptPreferences), origin)
+    state = parse_preference_files(run_reads.ask(AptPreferences), origin)
     if state.present:
         host.noop(f"AMD's apt pin is in place ({state.amd_pin}: o={origin} above 500)")
         return
@@ -157,7 +164,7 @@ def kernel_driver_packages(lock_timeout: int):
     """AMD's kernel prerequisites for the in-box amdgpu driver (--no-dkms): linux-headers-<release> and, where the
     distribution splits its modules (Ubuntu), linux-modules-extra-<release> — for the running kernel and the one the
     next boot runs, those apt has — and on Debian the driver's firmware, firmware-amd-graphics. Whether the kernel meta package keeps bringing modules-extra is said either way."""
-    kernels = host.get_fact(KernelDriver)
+    kernels = run_reads.ask(KernelDriver)
     wanted = kernels.driver_packages_wanted()
     statement = kernels.meta_statement()
     if not wanted:
@@ -173,7 +180,7 @@ def kernel_driver_packages(lock_timeout: int):
 def new_user_groups(groups: list[str]):
     """Accounts made later with adduser join `groups` too: ADD_EXTRA_GROUPS=1 and the groups in EXTRA_GROUPS of
     /etc/adduser.conf (AMD's post-install docs), the groups already listed there kept."""
-    text = host.get_fact(AdduserConf)
+    text = run_reads.ask(AdduserConf)
     if text is None:
         host.noop(f"no {ADDUSER_CONF} (adduser is not installed): accounts are made another way")
         return

@@ -13,9 +13,8 @@ from roles.settings import HostSettings
 from roles.stage import stage
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
-from roles.verification.deploy import expected_request, reports_dir_for
 from roles.verification.fleet import fleet_summary
-from roles.verification.host_row import row_for
+from roles.verification.request import expected_request, reports_dir_for
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 
@@ -26,7 +25,7 @@ def status(settings: HostSettings) -> None:
     outcome = outcome_of(host.name, host.get_fact(KeptResults), settings.torch_label,
                          request=expected_request(settings))
     summary.record(outcome)
-    row = row_for(outcome)
+    row = summary.row_of(outcome)
     as_of = f" (as of {row.as_of})" if outcome.as_of else ""
     host.log_styled(f"status {row.verdict}{as_of}: {row.reason}", fg=_COLOURS.get(row.verdict, "white"),
                     log_func=logger.warning if row.verdict not in ("PASS", "WARN") else logger.info)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from roles import run_reads
 from roles.settings import HostSettings
 from roles.stage import stage
+from roles.strays.facts import DistroRocmStrays
 from roles.strays.operations import stray_packages
-from roles.verifier import upload_verifier
+from roles.verifier import upload_reads, upload_verifier
 
 
-@stage("Strays")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    return [*upload_reads(), run_reads.Ask.of(DistroRocmStrays)]
+
+
+@stage("Strays", reads=reads)
 def strays(settings: HostSettings) -> None:
     upload_verifier()
     verb = "purge where nothing needs them" if settings.stray_policy == "remove" else "report"

@@ -7,6 +7,7 @@ import shlex
 from pyinfra import host, logger
 from pyinfra.api import operation
 
+from roles import run_reads
 from roles.debian.apt_commands import apt_get
 from roles.debian.facts import AptRemovalSimulation
 from roles.run_memory import memory_of
@@ -46,7 +47,7 @@ def stray_packages(policy: str = "report", dpkg_lock_timeout: int = 300):
     """
     if policy not in ("report", "remove"):
         raise ValueError(f"stray_packages: policy {policy!r} is not 'report' or 'remove'")
-    report = host.get_fact(DistroRocmStrays)
+    report = run_reads.ask(DistroRocmStrays)
     if report == STALE and host.state.is_executing:
         # After this run's upload the file must be ours: something changed it, and it is not run.
         yield fail_command(f"strays: {stale_line()}")
@@ -65,7 +66,7 @@ def stray_packages(policy: str = "report", dpkg_lock_timeout: int = 300):
     # apt-get purge also removes whatever depends on what it purges, without asking under -y. The plan says nothing
     # installed needs these; apt's own simulation, read when this runs, must agree before anything is touched.
     purged = {name.split(":")[0] for name in plan.purge}
-    simulated = host.get_fact(AptRemovalSimulation, packages=list(plan.purge))
+    simulated = run_reads.ask(AptRemovalSimulation, packages=list(plan.purge))
     extra = [f"{name} {version}".strip() for name, version in simulated if name.split(":")[0] not in purged]
     if extra:
         yield fail_command(

@@ -19,9 +19,10 @@ from roles.debian.facts import VenvPathAccess
 from roles.debian.path_access import venv_path_problem
 from roles.settings import HostSettings
 from roles.stage import stage, stop
-from roles.uploads import Upload, checked_files
+from roles.debian.facts import PackageVersions
+from roles.uploads import FileNames, FilesSha256, Upload, checked_files
 from roles.validators import split_address
-from roles.venv.facts import HostPython3
+from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import model_check_requirements
 from roles.venv.operations import python3_venv_package, venv_directory, venv_packages
 from roles.venv.wheelhouse import REQUIREMENTS, prepare_wheelhouse, wheelhouse_files
@@ -32,7 +33,18 @@ from roles.venv.wheelhouse_pull import PullSource
 REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 
-@stage("Venv")
+def reads(settings: HostSettings) -> list[run_reads.Ask]:
+    ask = run_reads.Ask.of
+    asks = [ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+            ask(PackageVersions, packages=["python3-venv"]),
+            ask(VenvContents, path=settings.venv_path, owner=settings.venv_owner)]
+    if settings.wheelhouse is not None:
+        # The wheelhouse's file names depend on the host's Python (read here); their hashes are read ahead in venv().
+        asks += [ask(HostPython3), ask(FileNames, directory=REMOTE_WHEELHOUSE)]
+    return asks
+
+
+@stage("Venv", reads=reads)
 def venv(settings: HostSettings) -> None:
     problem = venv_path_problem(settings.venv_path, settings.venv_owner,
                                 run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
@@ -63,6 +75,8 @@ def venv(settings: HostSettings) -> None:
         else:
             name = f"Wheelhouse {target.tag}"
         # Root-owned and world-readable: the owner's pip reads it; only root can change it.
+        run_reads.read_ahead([run_reads.Ask.of(FilesSha256, directory=REMOTE_WHEELHOUSE,
+                                               names=[upload.name for upload in uploads])])
         checked_files(name=name, directory=REMOTE_WHEELHOUSE, uploads=uploads, delete=True)
         remote_wheelhouse = REMOTE_WHEELHOUSE
 

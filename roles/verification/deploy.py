@@ -25,49 +25,8 @@ from roles.stage import stage
 from roles.verification.fleet import fleet_summary
 from roles.verification.report_history import compare_and_keep, drift_lines, save_report
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
-from verify.api import KEPT_STATE_ROOT
-from roles.verifier import upload_verifier, verifier_command
-
-
-def check_arguments(settings: HostSettings) -> list[str]:
-    """`verify check` arguments for this host's settings."""
-    arguments = [
-        "check",
-        "--venv", settings.venv_path,
-        "--expect-rocm", settings.rocm_release,
-        "--expect-bitsandbytes", settings.bitsandbytes_version,
-        "--device", settings.verify_device,
-        "--probe-user", settings.venv_owner,
-        # Keep the report on the host too (/var/lib/rocm-fleet/last-verify.json): the status task reads it back.
-        "--keep-in", KEPT_STATE_ROOT,
-        "--model", settings.verify_model,
-        "--json",
-    ]
-    if settings.node_exporter_textfile_dir:
-        arguments[-1:-1] = ["--metrics-dir", settings.node_exporter_textfile_dir]
-    if not settings.gpu_required:
-        arguments.insert(-1, "--no-gpu-required")
-    if settings.torch_label:
-        arguments[-1:-1] = ["--torch-label", settings.torch_label]
-    if settings.rocm_install == "install":  # ROCm comes from AMD's repositories: their pin and lists are checked
-        arguments.insert(-1, "--expect-amd-repo")
-    return arguments
-
-
-def expected_request(settings: HostSettings) -> dict:
-    """The report's "request" for `check_arguments(settings)`: a report answering anything else proves nothing."""
-    return {
-        "venv": settings.venv_path,
-        "expect_rocm": settings.rocm_release,
-        "expect_bitsandbytes": settings.bitsandbytes_version,
-        "device": settings.verify_device,
-        "gpu_required": settings.gpu_required,
-        "static_only": False,
-        "root": "/",
-        "torch_label": settings.torch_label,
-        "expect_amd_repo": settings.rocm_install == "install",
-        "model": settings.verify_model,
-    }
+from roles.verification.request import check_arguments, expected_request, reports_dir_for
+from roles.verifier import upload_reads, upload_verifier, verifier_command
 
 
 def remote_command(settings: HostSettings) -> str:
@@ -76,11 +35,6 @@ def remote_command(settings: HostSettings) -> str:
     (a failed check is a verdict to report, not a broken command)."""
     return (f"echo {shlex.quote(HOST_MARKER)}\"$(uname -n)\"; {verifier_command(*check_arguments(settings))}; "
             f"echo {shlex.quote(EXIT_MARKER)}$?")
-
-
-def reports_dir_for(settings: HostSettings) -> Path:
-    path = Path(settings.reports_dir)
-    return path if path.is_absolute() else Path(state.cwd or ".") / path
 
 
 def _collect(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
@@ -113,7 +67,7 @@ def join_fleet_summary(settings: HostSettings) -> None:
     fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
 
 
-@stage("Verify", every_host=join_fleet_summary)
+@stage("Verify", every_host=join_fleet_summary, reads=lambda settings: upload_reads())
 def verify(settings: HostSettings) -> None:
     upload_verifier()
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from pyinfra.api.state import BaseStateCallback
 
-from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, row_for
-from roles.verification.summary import fleet_counts, render_markdown
-from roles.verification.summary_html import render_html
+from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
+from roles.verification.summary import fleet_counts, markdown_of
+from roles.verification.summary_html import html_of
 from roles.verification.verdict_history import VerdictHistory
 from verify.api import Report
 
@@ -55,6 +55,7 @@ class FleetSummary(BaseStateCallback):
         self.labels: dict[str, str | None] = {}
         self.failed_at: dict[str, str] = {}
         self.disconnected: set[str] = set()
+        self._rows: dict[str, tuple[HostOutcome, Row]] = {}  # host → (outcome, its row): see row_of
         self.written: tuple[Path, Path] | None = None
 
     @classmethod
@@ -79,6 +80,14 @@ class FleetSummary(BaseStateCallback):
 
     def note_label(self, host_name: str, torch_label: str | None) -> None:
         self.labels.setdefault(host_name, torch_label)
+
+    def row_of(self, outcome: HostOutcome) -> Row:
+        """The outcome's row (host_row.row_for), made once: judging a report runs its schema check, and the row is
+        read by the host's status line, the history, both files and the log line."""
+        made = self._rows.get(outcome.host)
+        if made is None or made[0] is not outcome:
+            made = self._rows[outcome.host] = (outcome, row_for(outcome))
+        return made[1]
 
     # --- pyinfra callbacks ----------------------------------------------------------------------------------------
     def operation_host_error(self, state, host, op_hash, retry_count: int = 0, max_retries: int = 0):
@@ -113,19 +122,19 @@ class FleetSummary(BaseStateCallback):
         return outcomes
 
     def write(self, state) -> tuple[Path, Path]:
-        outcomes = self.outcomes(state)
+        rows = [self.row_of(o) for o in self.outcomes(state)]
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
         self.reports_dir.mkdir(parents=True, exist_ok=True)
         history = VerdictHistory(self.reports_dir)
         if not self.status:
             at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            history.record(self.run_id, {o.host: (row_for(o).verdict, at) for o in outcomes})
-        outcomes = [replace(o, history=history.of(o.host)) for o in outcomes]
+            history.record(self.run_id, {row.host: (row.verdict, at) for row in rows})
+        rows = [replace(row, history=history.of(row.host)) for row in rows]
         markdown = self.reports_dir / self.files[0]
         page = self.reports_dir / self.files[1]
-        markdown.write_text(render_markdown(outcomes, title=self.title, generated_at=stamp), encoding="utf-8")
-        page.write_text(render_html(outcomes, title=self.title, generated_at=stamp), encoding="utf-8")
-        counts = fleet_counts(row_for(o) for o in outcomes)
+        markdown.write_text(markdown_of(rows, title=self.title, generated_at=stamp), encoding="utf-8")
+        page.write_text(html_of(rows, title=self.title, generated_at=stamp), encoding="utf-8")
+        counts = fleet_counts(rows)
         log.info(
             "%s: %s — %s and %s", "fleet status" if self.status else "fleet summary",
             ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items())) or "no hosts",

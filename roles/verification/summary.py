@@ -129,7 +129,11 @@ def _md(text: str) -> str:
 
 
 def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
-    rows = [row_for(o) for o in outcomes]
+    return markdown_of([row_for(o) for o in outcomes], title=title, generated_at=generated_at)
+
+
+def markdown_of(rows: Sequence[Row], *, title: str, generated_at: str) -> str:
+    """The Markdown of rows already made (the summary writer makes each host's row once for both files)."""
     lines = [f"# {title}", "", f"{len(rows)} host(s): {counts_line(rows)} — written {generated_at}", "",
              "## Findings", ""]
     for group in groups(rows):

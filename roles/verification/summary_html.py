@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from roles.verification.host_row import COLUMNS, LABEL_MARK, HostOutcome, Row, row_for
 from roles.verification.summary import (
@@ -109,7 +109,12 @@ def _row(row: Row, group: str) -> str:
 
 
 def render_html(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
-    rows = [row_for(o) for o in outcomes]
+    return html_of([row_for(o) for o in outcomes], title=title, generated_at=generated_at)
+
+
+def html_of(rows: Sequence[Row], *, title: str, generated_at: str) -> str:
+    """The page of rows already made (the summary writer makes each host's row once for both files)."""
+    rows = list(rows)
     findings, group_of = _findings_section(rows)
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS) + "<th>History</th><th data-nosort>Details</th>"
     body = "".join(_row(row, group_of.get(row.host, "")) for row in rows)

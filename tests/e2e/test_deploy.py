@@ -8,6 +8,7 @@ Every host fails verification here, by design (no system ROCm, a CPU torch): the
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -155,13 +156,14 @@ def _verifier_digests(deployed) -> dict[str, str]:
     return {h: hashlib.sha256((deployed.host(h).root / VERIFIER.lstrip("/")).read_bytes()).hexdigest() for h in HOSTS}
 
 
-def test_a_second_run_changes_nothing_on_any_host(deployed):
+def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
     before = _verifier_digests(deployed)
     # `_ignore_errors` (pyinfra's global argument, as inventory data) only so that pyinfra prints its --json results:
     # without it, verification fails every host by design and pyinfra ends with "No hosts remaining!" and no JSON.
     # The failing operation is the last one of the run, so the run is otherwise the same; the assertions below
     # check that it is the only one that failed.
-    run = deploy(deployed.fleet.inventory, "deploy.py", "_ignore_errors=true")
+    probe = tmp_path / "probe.json"
+    run = deploy(deployed.fleet.inventory, "deploy.py", "_ignore_errors=true", probe=probe)
     assert run.results, run.explain()
     assert run.returncode == 0 and run.results["failed_hosts"] == [], run.explain()
     operations = {op["name"]: op for op in run.results["operations"]}
@@ -176,3 +178,14 @@ def test_a_second_run_changes_nothing_on_any_host(deployed):
     assert [name for name in run.changed_operations if name not in exempt] == [], run.explain()
     assert all(sorted(op["no_change"]) == sorted(HOSTS) for name, op in operations.items() if name not in exempt), \
         run.explain()
+
+    # What each host was asked before the verifier ran (bench/run_probe.py counted it): the stages' facts, read ahead
+    # in one command (roles/run_reads.py), and the wheelhouse's hashes, whose file names follow the host's Python —
+    # two commands, where asking fact by fact took sixteen.
+    if exempt == ALWAYS_RUN:
+        calls = json.loads(probe.read_text())["calls"]
+        for name in HOSTS:
+            asked = sorted((call["phase"], call["stage"], call["kind"], call["what"]) for call in calls
+                           if call["host"] == name and call["stage"] != "Verify" for _ in range(call["count"]))
+            assert asked == [("plan", "(top level)", "command", "fact _Batch"),
+                             ("plan", "Venv", "command", "fact _Batch")], (name, asked)

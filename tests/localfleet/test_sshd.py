@@ -11,6 +11,7 @@ from localfleet.release import release_tree
 from localfleet.sshd import PortTaken, start_sshd, stop_sshd
 
 from ..support.fleet_checks import listening, processes_inside
+from ..support.waiting import wait_for
 from .conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
@@ -35,7 +36,10 @@ def test_sshd_listens_in_the_root_and_stops(ready_root, tmp_path):
         assert f"Server listening on 127.0.0.1 port {port}." in (tmp_path / "sshd.log").read_text()
     finally:
         stop_sshd(ident)
-    assert listening([port]) == [] and not ident.alive() and processes_inside(ready_root) == []
+    assert listening([port]) == [] and not ident.alive()
+    # The banner's connection had its own sshd child; its client has gone, so it ends by itself — on a loaded
+    # machine not always before this line (the full suite under load once found it still there).
+    wait_for(lambda: processes_inside(ready_root) == [], "the banner connection's sshd child to end")
 
 
 def test_a_taken_port_is_reported_as_such(ready_root, tmp_path):

@@ -1,18 +1,29 @@
 """roles/run_reads.py: a fact read once per run and host where nothing in between can change it — and read again
 where something can (the other phase, another host, another run, a venv operation that changed the venv).
 
-The host is the stand-in of tests/support (facts from JSON output, every ask recorded in `asked`); a real no-op
-re-deploy's round trips are counted by bench/fleet_scale.py (bench/run_probe.py)."""
+For run-level memory the host is the stand-in of tests/support (facts from JSON output, every ask recorded in
+`asked`); the read-ahead runs real commands on this machine through pyinfra's @local connector, compared with the
+same facts asked alone. A real no-op re-deploy's commands per host are counted in tests/e2e/test_deploy.py and
+bench/fleet_scale.py (bench/run_probe.py)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+from pyinfra.api import Config, FactBase, Inventory, State
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.connect import connect_all
+from pyinfra.api.operation import add_op
+from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
+from pyinfra.operations import server
 
 from roles import run_reads
 from roles.venv import operations
-from roles.debian.facts import VenvPathAccess
+from roles.debian.facts import OsReleaseFile, VenvPathAccess
+from roles.preflight.facts import ExistingUsers
+from roles.uploads import FileNames, FilesSha256
 from roles.venv.facts import HostPython3, VenvContents
 from tests.support.operation_cases import OutputHost, render
 
@@ -124,3 +135,103 @@ def test_a_host_without_python3_when_planning_is_asked_again_when_the_operation_
     host.facts["VenvPathAccess"] = ACCESS
     in_context(host, lambda: list(operations.venv_directory._inner(path=VENV, owner="alice")))
     assert asks(host, HostPython3) == 2
+
+
+# Read-ahead: several facts in one command per host.
+
+TOKEN = "rocm-fleet-" + "ab" * 16
+
+
+def test_split_keeps_only_the_answers_that_ended_with_exit_status_0_under_this_runs_token():
+    lines = [f"{TOKEN}-0", "a", "rocm-fleet-" + "cd" * 16 + "-1 0", f"{TOKEN}-0 0",  # another token is a plain line
+             f"{TOKEN}-1", "half", f"{TOKEN}-1 2",  # failed: asked alone later
+             f"{TOKEN}-2", f"{TOKEN}-2 0",  # no output: the fact's default
+             f"{TOKEN}-3", "never ended"]
+    assert run_reads.split(lines, TOKEN, 4) == {0: ["a", "rocm-fleet-" + "cd" * 16 + "-1 0"], 2: []}
+
+
+def test_an_answer_for_a_question_not_asked_is_dropped():
+    assert run_reads.split([f"{TOKEN}-7", "x", f"{TOKEN}-7 0"], TOKEN, 2) == {}
+
+
+class _Fails(FactBase):
+    def command(self) -> str:
+        return "echo partial; exit 3"
+
+    def process(self, output):
+        return output
+
+
+@pytest.fixture
+def local_host():
+    """This machine through pyinfra's @local connector: real commands, read-only facts."""
+    inventory = Inventory((["@local"], {}))
+    state = State(inventory, Config())
+    connect_all(state)
+    host = inventory.get_host("@local")
+    asked = []
+    real = host.get_fact
+
+    def counted(fact_cls, *args, **kwargs):
+        asked.append(fact_cls.__name__)
+        return real(fact_cls, *args, **kwargs)
+
+    host.get_fact = counted  # the test counts what goes to the host; the facts are pyinfra's real get_fact
+    yield state, host, asked
+
+
+# Answers that do not move while the test runs (free space does: the machine is shared).
+QUESTIONS = [(OsReleaseFile, {}), (FilesSha256, {"directory": "/etc", "names": ["hostname", "passwd", "absent"]}),
+             (ExistingUsers, {"users": ["root", "no-such-account"]}), (FileNames, {"directory": "/etc/apt"}),
+             (FileNames, {"directory": "/nonexistent"})]
+
+
+def test_facts_read_ahead_in_one_command_answer_as_each_asked_alone(local_host):
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead(run_reads.Ask.of(fact, **kwargs) for fact, kwargs in QUESTIONS)
+        assert asked == ["_Batch"]
+        ahead = [run_reads.ask(fact, **kwargs) for fact, kwargs in QUESTIONS]
+        assert asked == ["_Batch"]  # every answer from the one command
+        alone = [host.get_fact(fact, **kwargs) for fact, kwargs in QUESTIONS]
+    assert ahead == alone
+    assert ahead[2] == frozenset({"root"}) and ahead[4] == []
+
+
+def test_a_fact_that_fails_in_the_batch_is_asked_alone_once_and_not_batched_again(local_host):
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead([run_reads.Ask.of(_Fails), run_reads.Ask.of(OsReleaseFile)])
+        run_reads.read_ahead([run_reads.Ask.of(_Fails)])
+        assert asked == ["_Batch"]
+        run_reads.ask(OsReleaseFile)
+        assert asked == ["_Batch"]
+        with pytest.raises(PyinfraError, match="No hosts remaining"):
+            run_reads.ask(_Fails)  # pyinfra's own get_fact: it fails the host, as without a read-ahead
+        assert asked == ["_Batch", "_Fails"]
+
+
+def test_once_an_operation_ran_a_command_on_the_host_every_answer_is_asked_again(local_host):
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead([run_reads.Ask.of(OsReleaseFile)])
+        run_reads.ask(OsReleaseFile)
+        assert asked == ["_Batch"]
+    add_op(state, server.shell, name="a change", commands=["true"])
+    run_ops(state)
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.ask(OsReleaseFile)
+        assert asked == ["_Batch", "OsReleaseFile"]
+        run_reads.read_ahead([run_reads.Ask.of(FileNames, directory="/etc")])  # stale at once: not even sent
+        assert asked == ["_Batch", "OsReleaseFile"]
+
+
+def test_an_operation_that_changed_nothing_keeps_the_answers(local_host):
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead([run_reads.Ask.of(OsReleaseFile)])
+    add_op(state, server.shell, name="nothing", commands=[])
+    run_ops(state)
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.ask(OsReleaseFile)
+    assert asked == ["_Batch"]

@@ -37,8 +37,10 @@ NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
 def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str | None = None,
-                dry: bool = False) -> list[str]:
-    argv = [PYINFRA, str(inventory), task, "--dry" if dry else "-y", "--json"]
+                dry: bool = False, probe: Path | None = None) -> list[str]:
+    # probe: bench/run_probe.py rides along (first deploy file) and writes what each host was asked to `probe`.
+    argv = [PYINFRA, str(inventory), *(["bench/run_probe.py"] if probe else []), task, "--dry" if dry else "-y",
+            "--json"]
     if limit is not None:
         argv += ["--limit", limit]
     for item in data:
@@ -47,12 +49,14 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
 
 
 def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float | None = None,
-           limit: str | None = None, dry: bool = False) -> PyinfraRun:
+           limit: str | None = None, dry: bool = False, probe: Path | None = None) -> PyinfraRun:
     """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it
     (dry=True: `--dry` instead of `-y`: the plan, nothing changed). No time limit unless given: a run takes what the
-    machine's load makes it take (pytest-timeout is the hang guard)."""
-    done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit, dry=dry), capture_output=True, text=True,
-                          cwd=REPO, env=ENV, timeout=timeout)
+    machine's load makes it take (pytest-timeout is the hang guard). probe: a path where bench/run_probe.py writes
+    every command and file transfer of each host, by stage (it changes nothing and adds no operation)."""
+    env = {**ENV, "ROCM_FLEET_PROBE": str(probe)} if probe else ENV
+    done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit, dry=dry, probe=probe), capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=timeout)
     return finished(done)
 
 

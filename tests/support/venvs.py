@@ -74,13 +74,25 @@ def site_packages(venv: Path) -> Path:
     return found
 
 
+def _only_root_writes(path: Path) -> bool:
+    """Whether `path` and every directory above it are root's and writable by nobody else."""
+    for directory in (path, *path.parents):
+        status = directory.stat()
+        if status.st_uid != 0 or status.st_mode & 0o022:
+            return False
+    return True
+
+
 @contextlib.contextmanager
 def root_only_dir():
     """A new directory (mode 755) whose parents only root can write, removed afterwards: for venvs another account
     owns (pytest's tmp_path lies under /tmp, which every account can write, and under a directory only root can enter).
+    In the checkout's .cache — or, for a checkout under such a directory (a clone in /tmp), in /var/lib.
     """
     base = REPO / ".cache"
     base.mkdir(exist_ok=True)
+    if not _only_root_writes(base):
+        base = Path("/var/lib")
     made = Path(tempfile.mkdtemp(prefix="root-only-", dir=base))
     made.chmod(0o755)
     try:

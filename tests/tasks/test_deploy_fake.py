@@ -19,6 +19,8 @@ import pytest
 
 from roles.debian import facts as debian_facts
 from roles.preflight import facts as preflight_facts
+from roles.settings import check_data
+from roles.stages import DEPLOYS
 from tests.support import fake_workstations
 
 pytestmark = pytest.mark.slow  # three pyinfra runs over five fake hosts (~10 s)
@@ -205,14 +207,22 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     assert ("[@fake/focal] preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), "
             "Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a "
             "supported OS") in lines
-    # -vv echoes every command sent to a host: on this one, only preflight's read-only fact commands.
-    read_only = {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
-                 debian_facts.InstalledRocm().command(), debian_facts.KernelDriver().command(),
-                 preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
-                 preflight_facts.ExistingUsers().command(["maria", "root"]),
-                 debian_facts.VenvPathAccess().command(path="/opt/rocm-fleet/venv", owner="root")}
+    # -vv echoes every command sent to a host: on this one, only read-only fact commands — those the stages read
+    # ahead (roles/stages.py: deploy.py asks them before any stage plans), and preflight's.
+    settings, problems = check_data("@fake/focal", fake_workstations.host("focal"),
+                                    foreign_keys=("fake_responses", "fake_delay", "fake_delay_jitter"))
+    assert settings is not None, problems
+    read_only = {str(ask.fact().command(**ask.kwargs)) for deploys in DEPLOYS.values() for stage in deploys
+                 if stage.reads for ask in stage.reads(settings)}
+    assert {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
+            preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"])} <= read_only
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
-    assert sent and set(sent) <= read_only, sent
+    # roles/run_reads.py sends the facts read ahead as one command (the @fake connector answers it with one fact's
+    # reply, so each fact is then asked alone): each part of it must be a read-only fact command too.
+    batched = r'echo rocm-fleet-[0-9a-f]{32}-\d+; \( (.*?) \); echo "rocm-fleet-[0-9a-f]{32}-\d+ \$\?";'
+    parts = [part for command in sent for part in (re.findall(batched, command, flags=re.S) or [command])]
+    assert any(command.startswith("echo rocm-fleet-") for command in sent), sent
+    assert parts and set(parts) <= read_only, parts
 
 
 def test_the_verifier_is_uploaded_once_per_host_for_all_the_stages_that_run_it(whole_plan):

@@ -26,8 +26,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
-import socket
 import sys
 import time
 
@@ -62,11 +60,14 @@ def read_kept_files(root: str = STATE_ROOT, limit: int = READ_LIMIT) -> dict:
                 files[source] = {"path": path, "missing": True}
             else:  # safe_read's words: "a symbolic link (not followed here), not a regular file", "a FIFO …"
                 files[source] = {"path": path, "error": f"{path}: {error.strerror or error}"}
-    return {"hostname": socket.gethostname(), "now": time.time(), "files": files}
+    # uname(2)'s nodename is gethostname(2)'s answer, without importing socket on every host the status task asks.
+    return {"hostname": os.uname().nodename, "now": time.time(), "files": files}
 
 
 def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str:
     """Replace directory/name with `text` in one step (see the module's docstring); returns its path."""
+    import secrets  # here, not at the top: the status task runs this module on every host and never writes
+
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         partial = f".{name}.{secrets.token_hex(8)}.partial"

@@ -25,10 +25,10 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
-from verify.debian.strays import StraysReport
+if TYPE_CHECKING:  # imported where it is used: reading or judging a report needs neither dpkg's nor the ELF reader
+    from verify.debian.strays import StraysReport
 
 SCHEMA_VERSION = 3
 # What from_json reads. 2 added facts.kernel, facts.apt_pin, facts.environment, facts.boot_check and the GPUs'
@@ -356,6 +356,9 @@ class Report:
     def strays(self) -> StraysReport | None:
         """The strays check's report; None when the check could not read dpkg's database. Raises ReportError when
         the evidence is not shaped like this verifier's."""
+        from verify.debian.strays import SCHEMA as STRAYS_SCHEMA
+        from verify.debian.strays import StraysReport
+
         check = self.check("strays")
         evidence = check.evidence if check else {}
         if evidence.get("schema") != STRAYS_SCHEMA:

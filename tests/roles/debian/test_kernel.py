@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from localfleet import Fleet
 from roles.debian import facts
 from roles.debian.kernel import FIRMWARE_PACKAGE
+from tests.support.debs import build_deb
 from tests.support.operation_cases import process_fact, run_fact_here
 
 CASES = Path(__file__).parent / "facts" / "KernelDriver"
@@ -50,8 +52,9 @@ def test_the_command_on_this_machine_agrees_with_python():
 
 def test_which_kernel_packages_apt_knows_is_what_apt_cache_says_of_each_name(tmp_path):
     """The fact asks apt once for the names (running and newest kernel × headers, modules-extra; Debian's amdgpu
-    firmware); the oracle is this machine's real apt-cache asked name by name. The running kernel is made one apt has
-    packages for, through a `uname` first on PATH."""
+    firmware) that dpkg has not installed; the oracle is this machine's real apt-cache asked name by name (`show`, as
+    the fact did before it asked `policy`). The running kernel is made one apt has packages for, through a `uname`
+    first on PATH."""
     names = subprocess.run(["apt-cache", "pkgnames", "linux-headers-"], capture_output=True, text=True).stdout.split()
     releases = sorted(n.removeprefix("linux-headers-") for n in names if re.fullmatch(r"linux-headers-\d[\w.+~-]*", n))
     if not releases:
@@ -68,10 +71,95 @@ def test_which_kernel_packages_apt_knows_is_what_apt_cache_says_of_each_name(tmp
     newest = sorted(p.name.removeprefix("vmlinuz-") for p in Path("/boot").glob("vmlinuz-*"))
     wanted = {f"linux-{kind}-{k}" for k in {release, *newest[-1:]} for kind in ("headers", "modules-extra")}
     wanted.add(FIRMWARE_PACKAGE)
-    # A record, not the exit status: apt-cache exits 0 for a name apt knows only as referenced by another package,
-    # with no version to install (firmware-amd-graphics without Debian's non-free-firmware component).
-    oracle = {name for name in wanted
-              if f"Package: {name}\n" in subprocess.run(["apt-cache", "show", "--no-all-versions", name],
-                                                         capture_output=True, text=True).stdout}
+    oracle = {name for name in wanted if _apt_has(name, _here)} - _dpkg_installed(wanted, _here)
     assert f"linux-headers-{release}" in oracle
     assert kernels.available == oracle
+
+
+def _here(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True)
+
+
+def _apt_has(name: str, run) -> bool:
+    """Whether apt has a version of `name` to install, asked with `run` (argv -> CompletedProcess) the way the fact
+    asked before it used `policy`. A record, not the exit status: apt-cache exits 0 for a name apt knows only as
+    referenced by another package, with no version to install (firmware-amd-graphics without Debian's
+    non-free-firmware component)."""
+    return f"Package: {name}\n" in run(["/usr/bin/apt-cache", "show", "--no-all-versions", name]).stdout
+
+
+def _dpkg_installed(names, run) -> set[str]:
+    """The names dpkg has installed (status ii or hi), asked of dpkg name by name."""
+    return {name for name in names
+            if run(["dpkg-query", "-W", "-f=${db:Status-Abbrev}", name]).stdout.strip()[:2] in ("ii", "hi")}
+
+
+# Inside a fleet host: a `uname` saying a release the host's apt has headers for, and an `apt-cache` that notes each
+# call's arguments and runs the real one.
+_UNAME = "#!/bin/sh\necho {release}\n"
+_APT_CACHE_CALLS = "/var/log/apt-cache-calls"
+_APT_CACHE = f"""#!/bin/sh
+printf '%s\\n' "$*" >> {_APT_CACHE_CALLS}
+exec /usr/bin/apt-cache "$@"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.root
+def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp_path):
+    """Issue 12: the fact's `apt-cache show` loaded apt's whole cache on every run (1.3 s per host per no-op run in
+    bench/fleet_scale.py), also when dpkg had installed every name asked, where apt's answer decides nothing. Now apt
+    is asked (`policy`) only about the names dpkg has not installed, and not at all when there are none. On a real
+    Debian 12 host (localfleet), with real dpkg and apt: what the ROCm stage installs (driver_packages_wanted) is
+    the oracle's — apt-cache show name by name, minus what dpkg-query says is installed — in every state, as
+    packages of those names are installed with dpkg (tiny stand-in packages: their names are what counts)."""
+    with Fleet.up(n=1) as fleet:
+        host = fleet.hosts[0]
+
+        def inside(argv: list[str]) -> subprocess.CompletedProcess:
+            return host.run(argv, check=False)
+
+        names = host.run(["apt-cache", "pkgnames", "linux-headers-"]).stdout.split()
+        releases = sorted(n.removeprefix("linux-headers-") for n in names
+                          if re.fullmatch(r"linux-headers-\d[\w.+~-]*-amd64", n))
+        assert releases, "the fleet host's apt knows no linux-headers-<release>-amd64"
+        release = releases[-1]
+        for name, text in (("uname", _UNAME.format(release=release)), ("apt-cache", _APT_CACHE)):
+            (host.root / "usr/local/bin" / name).write_text(text)
+            (host.root / "usr/local/bin" / name).chmod(0o755)
+        calls = host.root / _APT_CACHE_CALLS.lstrip("/")
+        asked = [f"linux-headers-{release}", f"linux-modules-extra-{release}", FIRMWARE_PACKAGE]
+
+        def fact():
+            """The fact read inside the host, and the package names each apt-cache call was asked about."""
+            calls.write_text("")
+            done = host.run(["sh", "-c", facts.KernelDriver().command()])
+            names = [[word for word in line.split()[1:] if not word.startswith("-")]
+                     for line in calls.read_text().splitlines()]
+            return process_fact(facts.KernelDriver, done.stdout.splitlines()), names
+
+        def oracle() -> tuple[str, ...]:
+            installed = _dpkg_installed(asked, inside)
+            return tuple(name for name in asked if _apt_has(name, inside) and name not in installed)
+
+        def install(name: str) -> None:
+            deb = build_deb(tmp_path, {"Package": name, "Version": "0.0-standin", "Architecture": "all"})
+            (host.root / "tmp" / deb.name).write_bytes(deb.read_bytes())
+            host.run(["dpkg", "-i", f"/tmp/{deb.name}"])
+
+        kernels, called = fact()
+        assert kernels.running == release
+        assert kernels.driver_packages_wanted() == oracle() == (f"linux-headers-{release}",)
+        assert called == [asked]
+
+        install(f"linux-headers-{release}")
+        kernels, called = fact()
+        assert kernels.driver_packages_wanted() == oracle() == ()
+        assert called == [asked[1:]]  # the installed one is not asked
+
+        install(f"linux-modules-extra-{release}")
+        install(FIRMWARE_PACKAGE)
+        kernels, called = fact()
+        assert kernels.driver_packages_wanted() == oracle() == ()
+        assert called == []  # dpkg has every name: apt is not started
+        assert {p.name for p in kernels.packages if p.installed} >= set(asked)

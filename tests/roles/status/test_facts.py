@@ -5,6 +5,7 @@ whose /var/lib/rocm-fleet is a scratch directory the test fills (root: mount nam
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import os
@@ -65,6 +66,19 @@ def test_the_command_is_the_kept_files_reader_itself_run_by_the_systems_bare_pyt
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     answer = KeptResults().process(done.stdout.splitlines())
     assert set(answer["files"]) == {"verification", "apt_hook", "boot_check"} and "hostname" in answer
+
+
+def test_the_program_imports_nothing_reading_does_not_need(tmp_path):
+    """Every host runs it at every status: no socket (uname gives the host's name), no secrets (only replace_file,
+    which the status never calls, makes a private name), no base64 (binascii, built in, unpacks the sources)."""
+    python3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    probe = PROGRAM.replace("sys.exit(m.main([]))", "m.read_kept_files(); print(sorted(sys.modules))")
+    done = subprocess.run([python3, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = set(ast.literal_eval(done.stdout))
+    assert {"verify.report.kept_files", "verify.safe_read"} <= loaded
+    assert loaded.isdisjoint({"socket", "secrets", "base64", "hashlib", "random"})
 
 
 def test_what_is_not_an_answer_becomes_one_line():

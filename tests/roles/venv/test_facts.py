@@ -159,6 +159,27 @@ def test_files_of_another_account_in_the_venv_are_named(tmp_path):
     assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign == str(stray)
 
 
+def test_a_foreign_file_deep_in_the_venv_is_named_through_a_linked_venv_path_and_links_inside_are_not_followed(
+        tmp_path):
+    """The walk as it was with os.walk + lstat: the top followed when it is a symlink, every entry below looked at
+    without following it, named by the path given."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    (tmp_path / "v-link").symlink_to(tmp_path / "v")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "theirs").write_text("")
+    os.chown(elsewhere / "theirs", 65534, 65534)
+    (tmp_path / "v" / "lib" / "to-elsewhere").symlink_to(elsewhere)  # the link is root's; what it points to is not
+    assert run_fact(VenvContents(), path=str(tmp_path / "v-link"), owner="root").foreign is None
+    deep = tmp_path / "v" / "lib" / "a" / "b"
+    deep.mkdir(parents=True)
+    (deep / "theirs.py").write_text("")
+    os.chown(deep / "theirs.py", 65534, 65534)
+    assert run_fact(VenvContents(), path=str(tmp_path / "v-link"), owner="root").foreign == \
+        str(tmp_path / "v-link" / "lib" / "a" / "b" / "theirs.py")
+    assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign == str(deep / "theirs.py")
+
+
 def test_unreadable_output_is_a_fact_error():
     with pytest.raises(FactProcessError, match="unreadable output"):
         VenvContents().process(["Traceback (most recent call last):"])

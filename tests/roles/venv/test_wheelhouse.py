@@ -71,6 +71,50 @@ def test_a_wheel_changed_since_its_download_is_downloaded_again(tmp_path, monkey
     assert wheel.read_bytes().startswith(b"the real wheel")
 
 
+def _counting_hashes(monkeypatch) -> list[str]:
+    hashed = []
+    real = wheelhouse.sha256_of
+
+    def counted(path):
+        hashed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(wheelhouse, "sha256_of", counted)
+    return hashed
+
+
+def test_a_later_run_takes_the_recorded_hashes_of_unchanged_wheels_and_hashes_a_changed_one(tmp_path, monkeypatch):
+    """The torch ROCm wheel is gigabytes: each controller process hashed the whole set again before every run. Now
+    a file's sha256 is taken from .hashed.json while its size, inode, mtime and ctime are those recorded; a rewrite of
+    the same size changes the ctime, so it is hashed — and found changed."""
+    monkeypatch.setattr(wheelhouse, "_SETTLED_NS", 0)  # files written just now count as settled
+    recipe = _recipe()
+    _fake_set(tmp_path / "a", {"x-1-py3-none-any.whl": b"12345", "y-1-py3-none-any.whl": b"abc"}, recipe)
+    hashed = _counting_hashes(monkeypatch)
+    wheelhouse._verified.clear()
+    assert wheelhouse._complete(tmp_path / "a", recipe)
+    assert sorted(hashed) == ["x-1-py3-none-any.whl", "y-1-py3-none-any.whl"]
+    wheelhouse._verified.clear()  # the next controller process
+    assert wheelhouse._complete(tmp_path / "a", recipe)
+    assert len(hashed) == 2, "unchanged wheels were hashed again"
+    (tmp_path / "a" / "x-1-py3-none-any.whl").write_bytes(b"54321")  # the same size, another content
+    wheelhouse._verified.clear()
+    assert not wheelhouse._complete(tmp_path / "a", recipe)
+    assert hashed[2:] == ["x-1-py3-none-any.whl"]
+
+
+def test_a_wheel_changed_in_the_last_seconds_is_hashed_each_time_not_recorded(tmp_path, monkeypatch):
+    """Timestamps advance in clock ticks: a write in the same tick as the record would leave them as recorded."""
+    recipe = _recipe()
+    _fake_set(tmp_path / "a", {"x-1-py3-none-any.whl": b"12345"}, recipe)
+    hashed = _counting_hashes(monkeypatch)
+    for _ in range(2):
+        wheelhouse._verified.clear()
+        assert wheelhouse._complete(tmp_path / "a", recipe)
+    assert hashed == ["x-1-py3-none-any.whl"] * 2
+    assert not (tmp_path / "a" / wheelhouse.HASHED).exists()
+
+
 def test_requirements_list_every_wheel_with_its_sha256(tmp_path):
     recipe = _recipe()
     wheels = {"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": b"t",
