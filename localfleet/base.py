@@ -21,7 +21,7 @@ from pathlib import Path
 from .commands import last_line, run, run_child
 from .errors import FleetError
 from .layout import Layout
-from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount
+from .mounts import MS_NODEV, MS_NOEXEC, MS_NOSUID, mount, mount_overlay
 from .release import release_tree, remove_tree
 from .state import load_state
 
@@ -183,15 +183,19 @@ def overlay_base(layout: Layout, base: Path, dest: Path) -> None:
     upper, work = own_layer(dest), dest.with_name(f"{dest.name}-work")
     for directory in (dest, upper, work):
         directory.mkdir()
+    # The overlay's top directory is its upper layer's: the root of the chroot, as the base has it (not as umask left it).
+    info = base.stat()
+    os.chown(upper, info.st_uid, info.st_gid)
+    upper.chmod(info.st_mode & 0o7777)
     with open(layout.bases / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)  # a rebuild (exclusive) never prunes a base while a host is made from it
-        paths = (str(base), str(upper), str(work))
-        if not any(c in path for path in paths for c in ",:\\"):  # the overlay's option separators
-            try:
-                mount("overlay", dest, "overlay", 0, f"lowerdir={base},upperdir={upper},workdir={work}")
-                return
-            except OSError as error:
-                log.warning("cannot mount an overlay of the base at %s (%s): copying the base instead", dest, error)
+        failure = mount_overlay(dest, base, upper, work)
+        if failure is None:
+            return
+        log.warning("cannot mount an overlay of the base at %s (%s): copying the base instead", dest, failure)
+        # No own layer then (own_layer's callers look for it to tell the two kinds of root apart).
+        for directory in (upper, work):  # (a mount that failed late may have left its work/work)
+            shutil.rmtree(directory)
         run(["cp", "-a", "--reflink=auto", f"{base}/.", dest], f"copying the base root {base} to {dest}",
             fix=f"check free space with `df -h {dest.parent}`")
 
