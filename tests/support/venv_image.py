@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from localfleet.base import own_layer
-from localfleet.mounts import mount
+from localfleet.mounts import mount_overlay
 from localfleet.release import release_tree
 from roles.pins import VENV_PATH
 from roles.venv.deploy import REMOTE_WHEELHOUSE
@@ -45,7 +47,9 @@ class VenvImage:
 
     def lend(self, host) -> None:
         """Mount the image's venv and wheelhouse copy into `host` (a FleetHost that has neither), each as an overlay
-        whose writable layer lies in the host's fleet directory (released and deleted with the fleet)."""
+        whose writable layer lies in the host's fleet directory (released and deleted with the fleet). Where that
+        directory cannot hold an overlay's writable layer (as localfleet's overlay_base finds: a cache on overlayfs,
+        e.g. a container's root), they are copied in instead, and go with the host's root."""
         for path in LENT:
             lower = self.plain(path)
             target = host.root / path.lstrip("/")
@@ -58,7 +62,9 @@ class VenvImage:
             _same_owner_and_mode(lower, upper)
             target.mkdir()
             _same_owner_and_mode(lower, target)
-            mount("overlay", target, "overlay", 0, f"lowerdir={lower},upperdir={upper},workdir={work}")
+            if mount_overlay(target, lower, upper, work) is not None:
+                shutil.rmtree(layer)
+                subprocess.run(["cp", "-a", "--reflink=auto", f"{lower}/.", str(target)], check=True)
 
     def files(self) -> Path:
         """Where the image host's files lie as plain files: its own layer (all the stage made is there; nothing lent
