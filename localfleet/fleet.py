@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from .base import ADMIN_USER, copy_base, ensure_base
+from .base import ADMIN_USER, ensure_base, overlay_base
 from .commands import run
 from .errors import FleetError
 from .host import FleetHost
@@ -45,7 +45,7 @@ LOGINS = {"root": "root", "admin": ADMIN_USER}
 def require_root() -> None:
     if os.geteuid() != 0:
         raise FleetError(
-            "must run as root (localfleet copies Debian roots, mounts /proc, /sys and /dev in them, chroots and starts "
+            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots and starts "
             "sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
 
@@ -160,7 +160,7 @@ class Fleet:
             name = f"ws{index}"
             root = self.directory / "hosts" / name / "root"
             root.parent.mkdir(parents=True)
-            copy_base(self.layout, Path(self._state.base), root)
+            overlay_base(self.layout, Path(self._state.base), root)
             host_key = personalize(root, name, client_public_key)
             mount_kernel_filesystems(root)
             port, ident = self._start_first_sshd(root, name, ports[index - 1] if ports else None)

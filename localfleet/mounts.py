@@ -70,6 +70,20 @@ def mount(source: str, target: Path, fstype: str, flags: int = 0, options: str =
         raise OSError(code, f"mount -t {fstype} {source} {target} ({options or 'no options'}): {os.strerror(code)}")
 
 
+def mount_overlay(target: Path, lower: Path, upper: Path, work: Path) -> OSError | None:
+    """Mount an overlay of `lower` (read-only) and `upper` (its writes) at `target`; None when mounted, else why not —
+    for callers that copy instead: the kernel refuses an upper layer on a filesystem that cannot hold one (overlayfs
+    itself, e.g. a container's root; some network filesystems), and a path with the options' separators in it."""
+    paths = (str(lower), str(upper), str(work))
+    if any(c in path for path in paths for c in ",:\\"):
+        return OSError(errno.EINVAL, f"a path has one of the overlay options' separators (, : \\) in it: {paths}")
+    try:
+        mount("overlay", target, "overlay", 0, f"lowerdir={lower},upperdir={upper},workdir={work}")
+    except OSError as error:
+        return error
+    return None
+
+
 def umount(target: str, lazy: bool = False) -> bool:
     """Unmount `target`; False when it was not mounted (any more). Raises OSError for anything else (EBUSY…)."""
     if _libc.umount2(os.fsencode(target), MNT_DETACH if lazy else 0) == 0:

@@ -1,5 +1,6 @@
 """Top-level test configuration. Shared helpers live in tests/support/."""
 
+import os
 import sys
 
 import pytest
@@ -13,3 +14,15 @@ def pytest_runtest_teardown(item):
     if "pyinfra_cli" in sys.modules:
         pytest.fail(f"{item.nodeid} imported pyinfra_cli into the pytest process (gevent patches it): "
                     "run that code in a subprocess", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def venv_image():
+    """A venv the real venv stage made on a local-fleet host, for other hosts to borrow (tests/support/venv_image.py);
+    made when a test first asks for it, torn down at the end of the session (after every fleet that borrowed it)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
+    from tests.support.venv_image import venv_image as made
+
+    with made() as image:
+        yield image

@@ -7,6 +7,11 @@ logged in as an admin account with sudo as real fleets are, each prepared for on
     ws2  plain     nothing added: no system ROCm
     ws3  stand-in  a STAND-IN ROCm 7.2.4 tree under /opt/rocm-7.2.4 (tests/support/standin_rocm_tree.py)
 
+Each host borrows the venv the real venv stage made once for the session (tests/support/venv_image.py: torch 2.13.0
+CPU and bitsandbytes 0.50.1, mounted as an overlay, so each host's changes stay its own): the venv stage of these
+deploys finds it in place, and the run spends its time on what these tests look at. A fresh three-host deploy, venvs
+installed, is bin/demo's test (test_demo.py).
+
 The fleet and the first deploy (its exit code, log, reports and summary, kept as they were: later runs overwrite the
 files) are made once for this package (tests/e2e/). A test that changes a host (stops its sshd, holds its dpkg lock,
 removes a package) puts it back. When the package's last test is done the fleet is torn down — not at the end of the
@@ -50,7 +55,7 @@ class DeployedFleet:
 
 
 @pytest.fixture(scope="package")
-def deployed(tmp_path_factory) -> Iterator[DeployedFleet]:
+def deployed(tmp_path_factory, venv_image) -> Iterator[DeployedFleet]:
     if os.geteuid() != 0:
         pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
     from localfleet.fleet import Fleet
@@ -61,6 +66,8 @@ def deployed(tmp_path_factory) -> Iterator[DeployedFleet]:
         # Depends alone bring the stray chain; Recommends would add ~40 unrelated packages and a minute.
         fleet.host(STRAYS).apt_install(STRAY_PULLERS, recommends=False)
         install_standin_rocm(fleet.host(STANDIN).root)
+        for host in fleet.hosts:
+            venv_image.lend(host)
         first = deploy(fleet.inventory)
         summary = (reports / "summary.md").read_text(encoding="utf-8") if (reports / "summary.md").is_file() else ""
         yield DeployedFleet(fleet, reports, first, read_reports(reports, HOSTS), summary)

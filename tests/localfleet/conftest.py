@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from localfleet.base import copy_base, ensure_base
+from localfleet.base import ensure_base, overlay_base
 from localfleet.layout import Layout
 from localfleet.release import release_tree
 
@@ -28,12 +28,13 @@ def base_root():
 
 @pytest.fixture
 def host_copy(base_root, tmp_path):
-    """A private copy of the base root in tmp_path, released (processes, mounts) and deleted after the test."""
+    """A private host root in tmp_path (an overlay of the base root, as a fleet's hosts are), released (processes,
+    mounts) and deleted after the test, its writable layer with it."""
     root = tmp_path / "root"
-    copy_base(Layout.default(), base_root, root)
+    overlay_base(Layout.default(), base_root, root)
     yield root
     release_tree(root)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(root), f"{root}-upper", f"{root}-work"], check=True)
 
 
 def chrooted_python(root, code: str) -> subprocess.Popen:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from localfleet.mounts import mount, mounts_under, parse_mountinfo, umount
+from localfleet.mounts import mount, mount_overlay, mounts_under, parse_mountinfo, umount
 
 from ..support.fleet_checks import mounts_inside
 from .conftest import needs_root
@@ -49,3 +49,21 @@ def test_umount_of_something_not_mounted_says_so_and_a_bad_mount_raises_naming_t
     assert umount(str(tmp_path)) is False
     with pytest.raises(OSError, match=f"mount -t nosuchfs .* {tmp_path}"):
         mount("x", tmp_path, "nosuchfs")
+
+
+@needs_root
+@pytest.mark.root
+def test_an_overlay_whose_path_holds_an_option_separator_is_not_mounted_and_says_why(tmp_path):
+    """lowerdir=/a:b would be read as two lower layers, /a and b: such a path is never handed to the kernel."""
+    for name in ("lower:1", "lower", "upper", "work", "target"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "lower" / "file").write_text("from the lower layer\n")
+    failure = mount_overlay(tmp_path / "target", tmp_path / "lower:1", tmp_path / "upper", tmp_path / "work")
+    assert failure is not None and "separators" in str(failure)
+    assert mounts_inside(tmp_path) == []
+    try:
+        assert mount_overlay(tmp_path / "target", tmp_path / "lower", tmp_path / "upper", tmp_path / "work") is None
+        assert mounts_inside(tmp_path) == [str(tmp_path / "target")]
+        assert (tmp_path / "target" / "file").read_text() == "from the lower layer\n"
+    finally:
+        umount(str(tmp_path / "target"))

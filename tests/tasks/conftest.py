@@ -2,7 +2,8 @@
 brought up once for both and torn down at the end of the session, also after a failure.
 
 - ws1 is provisioned and verified for real (`pyinfra INVENTORY deploy.py --limit ws1`: the torch 2.13.0 CPU wheel
-  stands in for the ROCm wheel, no system ROCm: it FAILS verification, as the demo's hosts do), with Debian's real
+  stands in for the ROCm wheel, in the venv the venv stage made for the session (tests/support/venv_image.py), no
+  system ROCm: it FAILS verification, as the demo's hosts do), with Debian's real
   `prometheus-node-exporter` and `prometheus` (for promtool) installed from Debian's archive first, so the textfile
   directory exists when the verifier and the apt hook write into it (their daemons are never started by apt here:
   the fleet's policy-rc.d);
@@ -54,7 +55,7 @@ def _plant(fleet) -> None:
 
 
 @pytest.fixture(scope="session")
-def kept_fleet(tmp_path_factory):
+def kept_fleet(tmp_path_factory, venv_image):
     if os.geteuid() != 0:
         pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
     from localfleet.fleet import Fleet
@@ -63,6 +64,7 @@ def kept_fleet(tmp_path_factory):
     with Fleet.up(n=4, login="admin", data={"reports_dir": str(reports)}) as fleet:
         fleet.host("ws1").apt_install(["prometheus-node-exporter", "prometheus"], recommends=False)
         _plant(fleet)
+        venv_image.lend(fleet.host("ws1"))
         first = deploy(fleet.inventory, "deploy.py", limit="ws1")
         assert first.returncode == 1 and "[ws1] ws1: verification failed — linkage.static:" in first.log, first.explain()
         yield KeptFleet(fleet, reports, first)

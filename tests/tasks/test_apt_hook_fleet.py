@@ -1,7 +1,8 @@
 """The apt hook for real, over SSH on a local Debian 12 workstation (localfleet), logged in as an admin with sudo:
 
-the venv stage installs the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and
-bitsandbytes 0.50.1, tasks/apt_hook.py installs the hook, then a real `apt-get install slurm-wlm-rsmi-plugin` from
+the host has the real torch 2.13.0 CPU wheel (the STAND-IN for the unreachable ROCm wheel) and bitsandbytes 0.50.1
+in the venv the venv stage made for the session (tests/support/venv_image.py; tasks/venv.py runs here and finds it in
+place), tasks/apt_hook.py installs the hook, then a real `apt-get install slurm-wlm-rsmi-plugin` from
 Debian's archive pulls the distro librocm-smi64-1 in: the hook's warning shows in apt's output, naming the new stray
 and what pulled it in; the next `tasks/verify.py` states the drift; `apt-get purge` clears it. ROCm is absent (no
 repo.radeon.com here, no GPU), so every report fails on the missing system ROCm throughout: the drift is what moves.
@@ -30,12 +31,13 @@ NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by sl
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+def fleet(tmp_path_factory, venv_image):
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("reports")
     with Fleet.up(n=1, login="admin", data={"reports_dir": str(reports)}) as up:
         host = up.host("ws1")
+        venv_image.lend(host)
         run = deploy(up.inventory, "tasks/venv.py")
         assert run.returncode == 0, run.explain()
         yield up, host, reports

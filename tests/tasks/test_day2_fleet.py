@@ -3,7 +3,8 @@ what later breaks the GPU, caught by the stage, the apt hook, the verification o
 
 The host gets ROCm from a STAND-IN of repo.radeon.com (tests/support/amd_mirror.py: AMD's layout, Origin, pin and
 version strings; no AMD package can be fetched here) and Debian's own archive, the real torch 2.13.0 CPU wheel (the
-STAND-IN for the ROCm wheel) and bitsandbytes 0.50.1, then the apt hook and the boot check. Every verification fails
+STAND-IN for the ROCm wheel) and bitsandbytes 0.50.1 (in the venv the venv stage made for the session,
+tests/support/venv_image.py; the stage runs here and finds it in place), then the apt hook and the boot check. Every verification fails
 on the missing ROCm libraries (no real ROCm here), as designed: each test looks at the check it is about.
 
 - AMD's pin: effective (apt's candidates for rocminfo, hipcc, rocm-cmake, rocm-device-libs come from the mirror,
@@ -45,7 +46,7 @@ RUNNING = platform.release()  # a chroot runs this machine's kernel
 
 
 @pytest.fixture(scope="module")
-def workstation(tmp_path_factory):
+def workstation(tmp_path_factory, venv_image):
     from localfleet.fleet import Fleet
 
     mirror = tmp_path_factory.mktemp("mirror") / "radeon"
@@ -59,6 +60,7 @@ def workstation(tmp_path_factory):
             host = up.host("ws1")
             # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
             host.run(["sh", "-c", "apt-get update -q && apt-get install -y -q wget"])
+            venv_image.lend(host)
             for task in ("tasks/rocm.py", "tasks/venv.py", "tasks/apt_hook.py", "tasks/boot_check.py"):
                 run = deploy(up.inventory, task)
                 assert run.returncode == 0, (task, run.explain())

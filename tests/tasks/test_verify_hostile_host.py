@@ -1,7 +1,7 @@
 """A hostile workstation against the verification stage and the apt hook, on a real host: a local Debian 12
 workstation (localfleet) over SSH, logged in as an admin with sudo, with the real torch 2.13.0 CPU wheel (the
-STAND-IN for the unreachable ROCm wheel) and bitsandbytes 0.50.1 installed by the venv stage and the apt hook by its
-stage.
+STAND-IN for the unreachable ROCm wheel) and bitsandbytes 0.50.1 in the venv the venv stage made for the session
+(tests/support/venv_image.py; tasks/venv.py runs here and finds it in place) and the apt hook installed by its stage.
 
 - A verifier whose output lies (a STAND-IN: a root-owned /usr/local/bin/python3 that runs the real verifier and
   rewrites its verdict, as a damaged or tampered verifier would print it): tasks/verify.py passed such a host before;
@@ -43,12 +43,13 @@ exit {status}
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
+def fleet(tmp_path_factory, venv_image):
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("reports")
     with Fleet.up(n=1, login="admin", data={"reports_dir": str(reports)}) as up:
         host = up.host("ws1")
+        venv_image.lend(host)
         for task in ("tasks/venv.py", "tasks/apt_hook.py"):
             run = deploy(up.inventory, task)
             assert run.returncode == 0, run.explain()

@@ -1,0 +1,120 @@
+"""One venv made by the real venv stage, lent to the local-fleet hosts of tests that need a provisioned venv but do
+not test how it is made (the apt hook, the verification, day-2 drift, the whole deploy's verdicts) — so that the
+suite runs pip over the torch wheelhouse once, not once per host (each run byte-compiles torch, sympy and networkx:
+about 25 s of CPU).
+
+    with venv_image() as image:          # tests/conftest.py: the session's `venv_image` fixture
+        image.lend(fleet.host("ws1"))    # before the host's first deploy
+
+The image is made as a deploy makes it: `pyinfra INVENTORY tasks/venv.py` over SSH into a local Debian 12 workstation
+(the test fleet's defaults: venv_path /opt/rocm-fleet/venv, owned by root, from the pushed wheelhouse); the fixture
+checks that the stage really installed it there. That host is then released (its sshd stopped, its root unmounted)
+and its own layer kept as it is until the session ends. A borrowing host gets the image's venv and its wheelhouse copy (/var/cache/rocm-fleet/wheelhouse, with the
+upload's sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes
+(a planted file, a replaced library, pip) lands in an upper layer of its own, inside its fleet's directory — so the
+fleet's teardown unmounts and deletes it, and no host sees another's changes. Its venv stage then finds everything in
+place and changes nothing, as on a host provisioned before.
+
+How a fresh host gets its venv is proven where the stage is the subject: the image itself (above), bin/demo's test
+(tests/e2e/test_demo.py, three fresh hosts), tests/roles/venv/ and tests/tasks/test_root_never_runs_the_owners_code.py
+(a venv owned by a workstation user).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from localfleet.base import own_layer
+from localfleet.mounts import mount_overlay
+from localfleet.release import release_tree
+from roles.pins import VENV_PATH
+from roles.venv.deploy import REMOTE_WHEELHOUSE
+from tests.support.fleet_deploy import deploy
+
+LENT = (VENV_PATH, REMOTE_WHEELHOUSE)
+
+
+@dataclass(frozen=True)
+class VenvImage:
+    root: Path  # the image host's root (released: nothing runs or is mounted in it while the session lasts)
+
+    def lend(self, host) -> None:
+        """Mount the image's venv and wheelhouse copy into `host` (a FleetHost that has neither), each as an overlay
+        whose writable layer lies in the host's fleet directory (released and deleted with the fleet). Where that
+        directory cannot hold an overlay's writable layer (as localfleet's overlay_base finds: a cache on overlayfs,
+        e.g. a container's root), they are copied in instead, and go with the host's root."""
+        for path in LENT:
+            lower = self.plain(path)
+            target = host.root / path.lstrip("/")
+            _make_parents_like(self.files(), host.root, Path(path).parent)
+            layer = host.root.parent / "lent" / path.strip("/").replace("/", "_")
+            upper, work = layer / "upper", layer / "work"
+            upper.mkdir(parents=True)
+            work.mkdir()
+            # The mount's top directory is the upper layer's: give it the image's owner and mode, as the stage made it.
+            _same_owner_and_mode(lower, upper)
+            target.mkdir()
+            _same_owner_and_mode(lower, target)
+            if mount_overlay(target, lower, upper, work) is not None:
+                shutil.rmtree(layer)
+                subprocess.run(["cp", "-a", "--reflink=auto", f"{lower}/.", str(target)], check=True)
+
+    def files(self) -> Path:
+        """Where the image host's files lie as plain files: its own layer (all the stage made is there; nothing lent
+        comes from the base), or its root where localfleet copied the base. Never through an overlay's mount: an
+        overlay whose lower layer is another overlay makes /proc/PID/maps name the files it maps with paths of the
+        wrong mount (seen on Linux 6.18), and the verifier's runtime.maps check compares those with its prediction."""
+        layer = own_layer(self.root)
+        return layer if layer.is_dir() else self.root
+
+    def plain(self, path: str) -> Path:
+        found = self.files() / path.lstrip("/")
+        assert found.is_dir(), f"the venv image has no {path} ({found})"
+        return found
+
+
+def _same_owner_and_mode(model: Path, path: Path) -> None:
+    info = model.lstat()
+    os.chown(path, info.st_uid, info.st_gid)
+    path.chmod(stat.S_IMODE(info.st_mode))
+
+
+def _make_parents_like(image_root: Path, host_root: Path, directory: Path) -> None:
+    """Create `directory` (absolute, inside the roots) and its missing parents in `host_root` as the image has them."""
+    missing = []
+    while not (host_root / str(directory).lstrip("/")).exists():
+        missing.append(directory)
+        directory = directory.parent
+    for made in reversed(missing):
+        path = host_root / str(made).lstrip("/")
+        path.mkdir()
+        _same_owner_and_mode(image_root / str(made).lstrip("/"), path)
+
+
+@contextlib.contextmanager
+def venv_image() -> Iterator[VenvImage]:
+    """A one-host fleet whose venv the real venv stage made (checked), then released — its sshd stopped, its root
+    unmounted, so its own layer is plain files that nothing runs in or writes to — until the block ends; torn down
+    then, also after a failure."""
+    from localfleet.fleet import Fleet
+
+    with Fleet.up(n=1, login="admin") as fleet:
+        run = deploy(fleet.inventory, "tasks/venv.py")
+        assert run.returncode == 0, run.explain()
+        # The stage really made it here: the wheelhouse pushed, the venv created, torch and bitsandbytes installed.
+        made = [name for name in run.changed_operations if name.startswith(("Venv | Wheelhouse ", "Venv | venv ",
+                                                                             "Venv | torch=="))]
+        assert len(made) == 3, run.explain()
+        host = fleet.host("ws1")
+        host.stop_sshd()  # from here on nothing reaches it: the lent layers stay as the stage left them
+        # Its root's overlay too: a directory lent as another overlay's lower layer must not be any mount's upper
+        # layer (the kernel warns of undefined behaviour when files are reached through both).
+        release_tree(host.root)
+        yield VenvImage(host.root)
