@@ -45,8 +45,8 @@ LOGINS = {"root": "root", "admin": ADMIN_USER}
 def require_root() -> None:
     if os.geteuid() != 0:
         raise FleetError(
-            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots and starts "
-            "sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
+            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots and "
+            "starts sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
 
 

@@ -9,8 +9,8 @@ about 25 s of CPU).
 The image is made as a deploy makes it: `pyinfra INVENTORY tasks/venv.py` over SSH into a local Debian 12 workstation
 (the test fleet's defaults: venv_path /opt/rocm-fleet/venv, owned by root, from the pushed wheelhouse); the fixture
 checks that the stage really installed it there. That host is then released (its sshd stopped, its root unmounted)
-and its own layer kept as it is until the session ends. A borrowing host gets the image's venv and its wheelhouse copy (/var/cache/rocm-fleet/wheelhouse, with the
-upload's sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes
+and its own layer kept as it is until the session ends. A borrowing host gets the image's venv and its wheelhouse
+copy (/var/cache/rocm-fleet/wheelhouse, with the upload's sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes
 (a planted file, a replaced library, pip) lands in an upper layer of its own, inside its fleet's directory — so the
 fleet's teardown unmounts and deletes it, and no host sees another's changes. Its venv stage then finds everything in
 place and changes nothing, as on a host provisioned before.
