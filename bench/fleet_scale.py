@@ -8,8 +8,9 @@ each against pyinfra's own floor, `pyinfra INVENTORY exec -- true`, measured in 
 
 One local fleet of max(--hosts) Debian 12 workstations (localfleet) is brought up and torn down at the end (also on
 failure or Ctrl-C); each N runs against an inventory of its first N hosts. Setup: the real deploy on ws1 (venv from the
-offline wheelhouse), then — to spare the disk and this machine 15 torch installs — its venv and wheelhouse copy are
-hard-linked into the other hosts, and the real deploy runs on all of them (verifier, apt hook; their venv stage then
+offline wheelhouse), then — to spare this machine 15 torch installs — its venv and wheelhouse copy are copied into
+the other hosts (reflinks where the filesystem has them; hard links cannot cross the hosts' overlay mounts), and the
+real deploy runs on all of them (verifier, apt hook; their venv stage then
 finds the venv in place: a no-op, as on a provisioned fleet). Every local host fails verification (no ROCm here):
 that costs the same as passing.
 
@@ -87,7 +88,8 @@ def run_pyinfra(argv: list[str], probe_path: Path | None = None) -> Run:
 
 
 def replicate_venv(fleet) -> None:
-    """ws1's venv and wheelhouse copy, hard-linked into every other host (read-only in every measured run)."""
+    """ws1's venv and wheelhouse copy, copied into every other host (each host root is its own overlay mount, so
+    hard links across hosts are refused: EXDEV)."""
     first = fleet.hosts[0]
     for other in fleet.hosts[1:]:
         for path in (VENV, HOST_WHEELHOUSE):
@@ -95,7 +97,7 @@ def replicate_venv(fleet) -> None:
             if dest.exists():
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-al", str(source), str(dest)], check=True)
+            subprocess.run(["cp", "-a", "--reflink=auto", str(source), str(dest)], check=True)
 
 
 def host_own(hosts) -> float:

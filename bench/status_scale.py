@@ -20,7 +20,7 @@ Where the time goes beyond the floor, measured apart:
   host runs its own in parallel.
 
 Fleet: by default one local fleet of max(--hosts) hosts is brought up, deployed as bench/fleet_scale.py does (the real
-deploy on ws1, its venv hard-linked into the others, the real deploy on all: each host then keeps a verification
+deploy on ws1, its venv copied into the others, the real deploy on all: each host then keeps a verification
 report and an apt hook result, as a provisioned host does), and torn down at the end. `--fleet NAME` uses a running
 fleet as it is instead (`python -m localfleet up --name NAME`, deployed by you; a host that keeps nothing costs less).
 """
