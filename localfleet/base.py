@@ -171,39 +171,54 @@ def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
 
 def overlay_base(layout: Layout, base: Path, dest: Path) -> None:
     """Make `dest` a host root that starts as the base: an overlay mount, the base its read-only lower layer and a
-    writable layer of its own beside it (`<dest>-upper`, `<dest>-work`). No copy of the ~290 MB root is made (a
-    copy took 1-12 s of disk time per host, depending on the machine's load), and a teardown deletes only what the
-    host changed.
+    writable layer of its own beside it (`layers(dest)`: `<dest>-upper`, `<dest>-work`). No copy of the ~290 MB root
+    is made (a copy took 1-12 s of disk time per host, depending on the machine's load), and a teardown deletes only
+    what the host changed.
 
     Writes never reach the base: a file written in place, chmod-ed or replaced is first copied up into the host's own
     layer (what a hard-linked tree would not do), so no host sees another's changes. release_tree unmounts it with
     the host's other mounts. A base stays while a fleet uses it (_prune_unused_bases). Where the cache's filesystem
     cannot hold an overlay's writable layer (overlayfs itself, some network filesystems), the base is copied instead.
     """
-    upper, work = own_layer(dest), dest.with_name(f"{dest.name}-work")
-    for directory in (dest, upper, work):
-        directory.mkdir()
-    # The overlay's top directory is its upper layer's: the root of the chroot, as the base has it (not as umask left it).
-    info = base.stat()
-    os.chown(upper, info.st_uid, info.st_gid)
-    upper.chmod(info.st_mode & 0o7777)
+    dest.mkdir()
     with open(layout.bases / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_SH)  # a rebuild (exclusive) never prunes a base while a host is made from it
-        failure = mount_overlay(dest, base, upper, work)
-        if failure is None:
-            return
-        log.warning("cannot mount an overlay of the base at %s (%s): copying the base instead", dest, failure)
-        # No own layer then (own_layer's callers look for it to tell the two kinds of root apart).
-        for directory in (upper, work):  # (a mount that failed late may have left its work/work)
-            shutil.rmtree(directory)
-        run(["cp", "-a", "--reflink=auto", f"{base}/.", dest], f"copying the base root {base} to {dest}",
-            fix=f"check free space with `df -h {dest.parent}`")
+        overlay_or_copy(base, dest, *layers(dest))
+
+
+def overlay_or_copy(lower: Path, target: Path, upper: Path, work: Path) -> bool:
+    """Make the empty directory `target` start as `lower`: an overlay mount whose writes land in `upper` (`work`: the
+    kernel's scratch directory beside it), both made here — or, where the kernel cannot mount one (see
+    mounts.mount_overlay), a copy, with `upper` and `work` removed again (callers tell the two apart by whether
+    `upper` exists). True when mounted. Used for host roots (overlay_base) and for the venv tests lend to hosts."""
+    for directory in (upper, work):
+        directory.mkdir(parents=True)
+    # An overlay's top directory is its upper layer's, and a copy's is `target`: both as `lower` has it (owner and
+    # mode; not as the umask left them — a chroot's / of 0700 shuts its accounts out).
+    info = lower.stat()
+    for directory in (upper, target):
+        os.chown(directory, info.st_uid, info.st_gid)
+        directory.chmod(info.st_mode & 0o7777)
+    failure = mount_overlay(target, lower, upper, work)
+    if failure is None:
+        return True
+    log.warning("cannot mount an overlay of %s at %s (%s): copying it instead", lower, target, failure)
+    for directory in (upper, work):  # (a mount that failed late may have left its work/work)
+        shutil.rmtree(directory)
+    run(["cp", "-a", "--reflink=auto", f"{lower}/.", target], f"copying {lower} to {target}",
+        fix=f"check free space with `df -h {target.parent}`")
+    return False
+
+
+def layers(root: Path) -> tuple[Path, Path]:
+    """The writable layer of the host root `root` (overlay_base) — everything the host added or changed, as plain
+    files; it does not exist where the base was copied instead — and the overlay's work directory."""
+    return root.with_name(f"{root.name}-upper"), root.with_name(f"{root.name}-work")
 
 
 def own_layer(root: Path) -> Path:
-    """The writable layer of the host root `root` (overlay_base): everything the host added or changed, as plain
-    files. It does not exist where the base was copied instead."""
-    return root.with_name(f"{root.name}-upper")
+    """The host root's writable layer (layers)."""
+    return layers(root)[0]
 
 
 def _prune_unused_bases(layout: Layout, keep: Path) -> None:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from localfleet.base import ensure_base, overlay_base
+from localfleet.base import ensure_base, layers, overlay_base
 from localfleet.layout import Layout
 from localfleet.release import release_tree
 
@@ -34,7 +34,7 @@ def host_copy(base_root, tmp_path):
     overlay_base(Layout.default(), base_root, root)
     yield root
     release_tree(root)
-    subprocess.run(["rm", "-rf", "--one-file-system", str(root), f"{root}-upper", f"{root}-work"], check=True)
+    subprocess.run(["rm", "-rf", "--one-file-system", str(root), *map(str, layers(root))], check=True)
 
 
 def chrooted_python(root, code: str) -> subprocess.Popen:

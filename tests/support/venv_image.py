@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from localfleet.base import own_layer
-from localfleet.mounts import mount_overlay
+from localfleet.base import overlay_or_copy, own_layer
 from localfleet.release import release_tree
 from roles.pins import VENV_PATH
 from roles.venv.deploy import REMOTE_WHEELHOUSE
@@ -51,20 +48,11 @@ class VenvImage:
         directory cannot hold an overlay's writable layer (as localfleet's overlay_base finds: a cache on overlayfs,
         e.g. a container's root), they are copied in instead, and go with the host's root."""
         for path in LENT:
-            lower = self.plain(path)
-            target = host.root / path.lstrip("/")
             _make_parents_like(self.files(), host.root, Path(path).parent)
-            layer = host.root.parent / "lent" / path.strip("/").replace("/", "_")
-            upper, work = layer / "upper", layer / "work"
-            upper.mkdir(parents=True)
-            work.mkdir()
-            # The mount's top directory is the upper layer's: give it the image's owner and mode, as the stage made it.
-            _same_owner_and_mode(lower, upper)
+            target = host.root / path.lstrip("/")
             target.mkdir()
-            _same_owner_and_mode(lower, target)
-            if mount_overlay(target, lower, upper, work) is not None:
-                shutil.rmtree(layer)
-                subprocess.run(["cp", "-a", "--reflink=auto", f"{lower}/.", str(target)], check=True)
+            layer = host.root.parent / "lent" / path.strip("/").replace("/", "_")
+            overlay_or_copy(self.plain(path), target, layer / "upper", layer / "work")
 
     def files(self) -> Path:
         """Where the image host's files lie as plain files: its own layer (all the stage made is there; nothing lent
