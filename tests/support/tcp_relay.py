@@ -17,13 +17,22 @@ def main(port: int) -> None:
     sock = socket.create_connection(("127.0.0.1", port))
 
     def upstream() -> None:
-        while chunk := os.read(0, 65536):
-            sock.sendall(chunk)
-        sock.shutdown(socket.SHUT_WR)
+        try:
+            while chunk := os.read(0, 65536):
+                sock.sendall(chunk)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:  # the server went first: read on, so that the process lives as long as its client wants it
+            while os.read(0, 65536):
+                pass
 
-    threading.Thread(target=upstream, daemon=True).start()
+    client = threading.Thread(target=upstream, daemon=True)
+    client.start()
     while chunk := sock.recv(65536):
         os.write(1, chunk)
+    # Stay until the client closes our stdin (or paramiko, closing, sends SIGTERM): paramiko's ProxyCommand.close
+    # kills the process by pid, and raises ProcessLookupError in its transport thread (a Traceback in pyinfra's
+    # output) when the relay had already ended and been reaped after the server closed the connection.
+    client.join()
 
 
 if __name__ == "__main__":
