@@ -35,8 +35,10 @@ class RunMemory:
     # roles.run_reads.read_ahead: what each host answered to the questions read ahead in one command —
     # host name -> {(fact, its arguments): answer}; served while the run has changed nothing on that host.
     read_ahead: dict[str, dict[tuple, Any]] = field(default_factory=dict)
-    # roles.venv.wheelhouse_pull: the controller's wheelhouse servers for this run (pull mode, `wheelhouse_serve`),
-    # started by the first host that installs and stopped when the run's last host disconnects; None until then.
+    # roles.venv.wheelhouse_pull: the wheelhouse servers of this run — the controller's (pull mode,
+    # `wheelhouse_serve`) and a seed host's (relay mode, `wheelhouse_seed`, roles/venv/wheelhouse_relay.py) — started
+    # by the first host that installs, stopped when their operation ends or the run's last host disconnects; None until
+    # then.
     wheelhouse_servers: RunServers | None = None
 
 

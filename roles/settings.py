@@ -126,6 +126,14 @@ SCHEMA: tuple[Key, ...] = (
         meaning="pull mode from the controller: it serves `wheelhouse` over HTTP at this address while the run "
                 "installs (started when the first host needs it, stopped at the end); hosts use "
                 "`http://ADDRESS:PORT` unless `wheelhouse_url` names the controller as they reach it"),
+    Key("wheelhouse_seed", "host name \\| None", None, optional_text,
+        meaning="relay mode: this inventory host gets the wheelhouse pushed (as without pull mode) and serves it, "
+                "while the run installs, to the other hosts, which pull it from `wheelhouse_seed_serve` and install "
+                "each wheel only with the sha256 the controller computed: the wheelhouse passes through the "
+                "controller once. The seed must be in the run and share the others' Python and glibc"),
+    Key("wheelhouse_seed_serve", "ADDRESS:PORT \\| None", None, optional_listen_address,
+        meaning="relay mode: where the seed serves (as `nobody`), an address of the seed the other hosts reach; "
+                "they pull from `http://ADDRESS:PORT`"),
     Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
         meaning="distro ROCm packages: report them, or purge those nothing else needs"),
     Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
@@ -182,6 +190,8 @@ class HostSettings:
     wheelhouse: str | None
     wheelhouse_url: str | None
     wheelhouse_serve: str | None
+    wheelhouse_seed: str | None
+    wheelhouse_seed_serve: str | None
     stray_policy: str
     dpkg_lock_timeout: int
     apt_hook: bool
@@ -275,6 +285,27 @@ def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str],
             problems.append(Problem(host, key, source_of(key),
                                     f"{values[key]!r} needs `wheelhouse` (the controller's directory, whose sha256 "
                                     "the hosts install with): set wheelhouse too, or set this to None"))
+    seed, seed_serve = values.get("wheelhouse_seed"), values.get("wheelhouse_seed_serve")
+    if seed is not None and "wheelhouse" in values and values["wheelhouse"] is None:
+        problems.append(Problem(host, "wheelhouse_seed", source_of("wheelhouse_seed"),
+                                f"{seed!r} needs `wheelhouse` (the controller's directory that the seed gets and "
+                                "serves): set wheelhouse too, or set this to None"))
+    if (seed is None) != (seed_serve is None) and {"wheelhouse_seed", "wheelhouse_seed_serve"} <= set(values):
+        given, missing = ("wheelhouse_seed", "wheelhouse_seed_serve") if seed is not None else (
+            "wheelhouse_seed_serve", "wheelhouse_seed")
+        problems.append(Problem(host, missing, source_of(missing),
+                                f"None, but {given} is set: relay mode needs both — the seed host's name and where "
+                                "it serves (ADDRESS:PORT of the seed), or neither"))
+    if seed is not None:
+        for key in ("wheelhouse_url", "wheelhouse_serve"):
+            if values.get(key) is not None:
+                problems.append(Problem(host, key, source_of(key),
+                                        f"{values[key]!r} and wheelhouse_seed {seed!r} both say where the hosts pull "
+                                        "from: set one of them, the other to None"))
+    if seed_serve is not None and split_address(seed_serve)[0] in ("0.0.0.0", "::", ""):
+        problems.append(Problem(host, "wheelhouse_seed_serve", source_of("wheelhouse_seed_serve"),
+                                f"{seed_serve!r} is every address of the seed, which no host can connect to: give "
+                                "the seed's address that the other hosts reach, such as '10.0.0.11:8765'"))
     serve = values.get("wheelhouse_serve")
     if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
         if split_address(serve)[0] in ("0.0.0.0", "::", ""):
@@ -337,6 +368,21 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
+def _seed_problems(state, host, settings: HostSettings) -> list[Problem]:
+    """Relay mode's seed must be a host of this run: the others pull from it."""
+    seed = settings.wheelhouse_seed
+    if seed is None or seed == host.name:
+        return []
+    seed_host = state.inventory.get_host(seed, None)
+    if seed_host is None:
+        why = "is not a host of this inventory: name the inventory host that gets the wheelhouse and serves it"
+    elif not state.is_host_in_limit(seed_host):
+        why = "is not in this run (--limit): the other hosts pull the wheelhouse from it — run it with them"
+    else:
+        return []
+    return [Problem(host.name, "wheelhouse_seed", _source_finder(host)("wheelhouse_seed"), f"{seed!r} {why}")]
+
+
 def require_valid_inventory(state=None) -> None:
     """Refuse the whole run when any host of it has unusable data. Call at the top of every deploy and task file.
 
@@ -353,7 +399,8 @@ def require_valid_inventory(state=None) -> None:
         problems: list[Problem] = []
         for host in state.inventory:
             if state.is_host_in_limit(host):
-                problems.extend(check_host(host)[1])
+                settings, found = check_host(host)
+                problems.extend(found or _seed_problems(state, host, settings))
         memory.inventory_refusal = _summary(tuple(problems)) if problems else ""
     if memory.inventory_refusal:
         raise InventoryDataError(memory.inventory_refusal)

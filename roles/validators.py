@@ -146,7 +146,7 @@ def optional_listen_address(value: Any) -> str | None:
     try:
         split_address(text)
     except ValueError:
-        raise Invalid(f"got {text!r}, expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or "
+        raise Invalid(f"got {text!r}, expected ADDRESS:PORT such as '127.0.0.1:8765' or "
                       "'[::1]:8765' (a port from 1 to 65535), or None") from None
     return text
 

@@ -1,7 +1,7 @@
 """Stage 4 as a pyinfra deploy: python3-venv, the wheelhouse (when configured: pushed over SSH, or its hashes only
-when the hosts pull it, `wheelhouse_url` / `wheelhouse_serve`), the venv, torch and bitsandbytes — and, unless
-verify_model is off, Transformers and accelerate for the model check (their dependencies come with them, into the
-wheelhouse and its hashes like the rest).
+when the hosts pull it, `wheelhouse_url` / `wheelhouse_serve` / from the seed host, `wheelhouse_seed`), the venv,
+torch and bitsandbytes — and, unless verify_model is off, Transformers and accelerate for the model check (their
+dependencies come with them, into the wheelhouse and its hashes like the rest).
 
 The venv's path is checked first — before anything changes on the host — (also in preflight, when the whole deploy
 runs): a path whose directories another account can write would let that account swap the venv
@@ -66,7 +66,7 @@ def venv(settings: HostSettings) -> None:
         local = prepare_wheelhouse(Path(settings.wheelhouse), target, settings.torch_spec, settings.torch_index_url,
                                    others)
         uploads = [Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())]
-        pull = pull_source(settings)
+        pull = pull_source(settings, host.name)
         if pull is not None:
             # Pull mode: only the hashes travel over SSH; the wheels come from the server, checked against them.
             # delete=True: wheels an earlier push left there go.
@@ -92,12 +92,21 @@ def venv(settings: HostSettings) -> None:
         wheelhouse=remote_wheelhouse,
         pull=pull.find_links(target.tag) if pull is not None else None,
         serve=pull.serve if pull is not None else None,
+        relay=(*pull.seed, REMOTE_WHEELHOUSE, target.tag) if pull is not None and pull.seed is not None else None,
     )
 
 
-def pull_source(settings) -> PullSource | None:
-    """Where this host pulls the wheelhouse from (wheelhouse_url / wheelhouse_serve), or None: pushed over SSH."""
-    if settings.wheelhouse is None or (settings.wheelhouse_url is None and settings.wheelhouse_serve is None):
+def pull_source(settings, host_name: str) -> PullSource | None:
+    """Where this host pulls the wheelhouse from (wheelhouse_url / wheelhouse_serve / wheelhouse_seed), or None: it is
+    pushed over SSH (also to the seed itself, which then serves it: roles/venv/wheelhouse_relay.py)."""
+    if settings.wheelhouse is None:
+        return None
+    if settings.wheelhouse_seed is not None and settings.wheelhouse_seed_serve is not None:
+        if settings.wheelhouse_seed == host_name:
+            return None
+        address, port = split_address(settings.wheelhouse_seed_serve)
+        return PullSource(f"http://{settings.wheelhouse_seed_serve}", seed=(settings.wheelhouse_seed, address, port))
+    if settings.wheelhouse_url is None and settings.wheelhouse_serve is None:
         return None
     serve = None
     if settings.wheelhouse_serve is not None:

@@ -21,6 +21,7 @@ from roles.debian.facts import PackageVersions, VenvPathAccess
 from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import describe_installed, plan_venv, unmet
 from roles.venv.wheelhouse_pull import pull_install, serve_command
+from roles.venv.wheelhouse_relay import relay_command
 
 # --isolated: the owner's pip configuration and PIP_* variables do not choose what this deploy installs (the site-wide
 # /etc/pip.conf, the admin's, still applies); -I: nor do PYTHON* variables or the current directory.
@@ -101,7 +102,7 @@ def venv_directory(path: str, owner: str = "root"):
 @operation()
 def venv_packages(path: str, torch_spec: str, other_requirements: list[str], owner: str = "root",
                   torch_index_url: str | None = None, wheelhouse: str | None = None, pull: str | None = None,
-                  serve: tuple[str, str, int] | None = None):
+                  serve: tuple[str, str, int] | None = None, relay: tuple[str, str, int, str, str] | None = None):
     """torch (`torch_spec`) and `other_requirements` are installed in the venv at `path`, by pip run as `owner`.
 
     wheelhouse: a directory on the host; pip installs from it alone (`--no-index`) exactly the wheels of its
@@ -109,7 +110,8 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
     `torch_index_url` alone (with its dependencies, as PyTorch documents) and the rest from pip's configured index:
     then nothing of ours is hash-checked — pip checks what the index itself states (TLS, and its `#sha256=` links).
     pull: the wheels come from this URL (`--find-links`), still only with the hashes of the host's requirements.txt;
-    serve: the controller's own server to start first for it (roles/venv/wheelhouse_pull.py).
+    serve: the controller's own server to start first for it (roles/venv/wheelhouse_pull.py); relay: a seed host's
+    server instead — (seed, address, port, the seed's wheelhouse directory, the set): roles/venv/wheelhouse_relay.py.
     """
     requirements = [torch_spec, *other_requirements]
     contents = run_reads.take(VenvContents, path=path, owner=owner)
@@ -122,6 +124,9 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
     if wheelhouse is not None and pull is not None:
         if serve is not None:
             yield serve_command(serve)
+        if relay is not None:
+            seed, address, port, directory, set_name = relay
+            yield relay_command(seed, directory, set_name, address, port)
         yield as_owner(owner, pull_install(f"{python} {PIP}", pull, posixpath.join(wheelhouse, REQUIREMENTS)))
         return
     if wheelhouse is not None:

@@ -37,11 +37,13 @@ SERVER_SCRIPT = Path(wheelhouse_server.__file__)
 
 @dataclass(frozen=True)
 class PullSource:
-    """Where a host pulls its wheel set from: `url` (the wheelhouse's base URL, without the set), and the controller's
-    own server to run for it (`serve`: root, address, port), or None when another server is there already."""
+    """Where a host pulls its wheel set from: `url` (the wheelhouse's base URL, without the set), and the server to
+    run for it — the controller's own (`serve`: root, address, port) or a seed host's (`seed`: host name, address,
+    port; roles/venv/wheelhouse_relay.py) — or neither when another server is there already."""
 
     url: str
     serve: tuple[str, str, int] | None = None
+    seed: tuple[str, str, int] | None = None
 
     def find_links(self, set_name: str) -> str:
         return f"{self.url}/{set_name}/"
@@ -83,26 +85,46 @@ class WheelhouseServer:
 
 
 class RunServers(BaseStateCallback):
-    """The servers of one run, stopped when its last host disconnects (as roles/verification/fleet.py's summary)."""
+    """The servers of one run — the controller's own (WheelhouseServer) and a seed's (roles/venv/wheelhouse_relay.py)
+    — each started once, by the first host that asks, and stopped when the run's last host disconnects (as
+    roles/verification/fleet.py's summary), or earlier: when the operation named at its start has ended on every
+    host."""
 
     def __init__(self):
-        self.servers: dict[tuple[str, str, int], WheelhouseServer] = {}
+        self.servers: dict[tuple, WheelhouseServer] = {}
         self.lock = threading.Lock()  # a gevent lock under pyinfra's CLI: several hosts may ask at once
         self.disconnected: set[str] = set()
+        self.until_end_of: dict[str, list[tuple]] = {}  # operation hash -> keys of servers to stop when it ends
 
-    def ensure(self, serve: tuple[str, str, int]) -> WheelhouseServer:
+    def ensure(self, key: tuple, make=None, until_end_of: str | None = None):
+        """The server `key` names, started now unless it was already (`make()` makes it; default: the controller's
+        own for `key` = (root, address, port))."""
         with self.lock:
-            server = self.servers.get(serve)
+            server = self.servers.get(key)
             if server is None:
-                server = self.servers[serve] = WheelhouseServer(*serve)
-                if server.start() is None:
+                server = self.servers[key] = make() if make is not None else WheelhouseServer(*key)
+                try:
+                    failure = server.start()
+                except Exception as error:  # noqa: BLE001 - the hosts that need it fail with one line, not a trace
+                    failure = server.failure = f"{type(error).__name__}: {error}"
+                if failure is None:
                     _running.add(server)
+                    if until_end_of is not None:
+                        self.until_end_of.setdefault(until_end_of, []).append(key)
             return server
 
     def stop_all(self) -> None:
         for server in self.servers.values():
             server.stop()
             _running.discard(server)
+
+    def operation_end(self, state, op_hash):
+        for key in self.until_end_of.pop(op_hash, []):
+            server = self.servers[key]
+            server.stop()
+            _running.discard(server)
+            if server.served:
+                logger.info(f"wheelhouse_seed {key[1]} ({key[2]}:{key[3]}): {server.served}")
 
     def host_disconnect(self, state, host):
         self.disconnected.add(host.name)

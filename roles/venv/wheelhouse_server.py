@@ -2,6 +2,7 @@
 once, instead of the controller pushing every byte to every host through its one pyinfra process over SSH.
 
     python3 -I roles/venv/wheelhouse_server.py ROOT ADDRESS PORT      # what WheelhouseServer.start() runs
+    python3 -I -c SOURCE --flat DIRECTORY SET ADDRESS PORT            # on a seed host (roles/venv/wheelhouse_relay.py)
 
 A child process of the pyinfra run, standard library only: the files go out with sendfile(2) from the page cache, on
 any core, not through the gevent loop that drives the SSH sessions. It prints one line when it listens, and exits
@@ -16,6 +17,9 @@ each wheel named in the set's stamp — regular files only, opened without follo
 the hosts install with `--require-hashes` from the hashes the controller computed, uploaded to them over SSH.
 Anyone who can reach ADDRESS:PORT during the run can download the wheels (public packages): bind it to an address
 only the fleet reaches.
+
+`--flat`: the wheels are the `*.whl` files of DIRECTORY itself, served as the set SET only — a seed host's copy of
+one set, pushed there by the controller (flat, without the stamp: roles/venv/deploy.py); run there as `nobody`.
 """
 
 from __future__ import annotations
@@ -53,6 +57,16 @@ def wheel_names(root: Path, set_name: str) -> frozenset[str]:
                      and not name.startswith("."))
 
 
+def flat_wheel_names(directory: Path) -> frozenset[str]:
+    """The regular `*.whl` files directly in `directory` (a symlink or anything else is not served)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return frozenset()
+    return frozenset(entry.name for entry in entries if entry.name.endswith(".whl") and not entry.name.startswith(".")
+                     and entry.is_file(follow_symlinks=False))
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: WheelhouseHTTPServer
     server_version = "rocm-fleet-wheelhouse"
@@ -69,7 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _answer(self, body: bool) -> None:
         match = _PATH.fullmatch(unquote(urlsplit(self.path).path))
-        names = wheel_names(self.server.root, match.group(1)) if match else frozenset()
+        directory, names = self.server.wheel_set(match.group(1)) if match else (None, frozenset())
         if not names:
             self.send_error(HTTPStatus.NOT_FOUND)
             return
@@ -77,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
         if file_name == "":
             self._send_index(set_name, names, body)
         elif file_name in names:
-            self._send_file(self.server.root / set_name / file_name, body)
+            self._send_file(directory / file_name, body)
         else:
             self.send_error(HTTPStatus.NOT_FOUND)
 
@@ -115,14 +129,23 @@ class _Handler(BaseHTTPRequestHandler):
 class WheelhouseHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, root: Path, address: str, port: int):
+    def __init__(self, root: Path, address: str, port: int, flat_set: str | None = None):
+        """Serves the complete sets under `root`, or with `flat_set` the wheels directly in `root` as that set."""
         self.root = root
+        self.flat_set = flat_set
+        self.flat_names = flat_wheel_names(root) if flat_set is not None else frozenset()
         self.bytes_sent = 0
         self.files_sent = 0
         self._lock = threading.Lock()
         if ":" in address:
             self.address_family = socket.AF_INET6
         super().__init__((address, port), _Handler)
+
+    def wheel_set(self, set_name: str) -> tuple[Path, frozenset[str]]:
+        """The directory of the set `set_name` and its wheels (none: no such set)."""
+        if self.flat_set is not None:
+            return self.root, self.flat_names if set_name == self.flat_set else frozenset()
+        return self.root / set_name, wheel_names(self.root, set_name)
 
     def handle_error(self, request, client_address) -> None:
         pass  # a host that hung up mid-file: its pip says so; nothing to print here
@@ -134,12 +157,15 @@ class WheelhouseHTTPServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str]) -> int:
+    flat_set = None
+    if argv[:1] == ["--flat"] and len(argv) == 5:
+        flat_set, argv = argv[2], [argv[1], *argv[3:]]
     if len(argv) != 3:
-        print("usage: wheelhouse_server.py ROOT ADDRESS PORT", file=sys.stderr)
+        print("usage: wheelhouse_server.py ROOT ADDRESS PORT | --flat DIRECTORY SET ADDRESS PORT", file=sys.stderr)
         return 2
     root, address, port = Path(argv[0]), argv[1], int(argv[2])
     try:
-        server = WheelhouseHTTPServer(root, address, port)
+        server = WheelhouseHTTPServer(root, address, port, flat_set)
     except OSError as error:
         print(f"cannot listen on {address}:{port}: {error.strerror}", flush=True)
         return 1

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from roles import pins
-from roles.settings import KEYS, SCHEMA, HostSettings, check_data, markdown_table
+from roles.settings import (KEYS, SCHEMA, HostSettings, InventoryDataError, check_data, markdown_table,
+                            require_valid_inventory)
 from roles.validators import PLAIN_CHARACTERS
 from tests.support.extra_release import extra_release
 
@@ -80,12 +81,29 @@ def test_valid_data_is_normalised():
     ({"wheelhouse": "/srv/wheels", "wheelhouse_url": "ftp://mirror.lab/wheels"}, "wheelhouse_url",
      "got 'ftp://mirror.lab/wheels', expected an http(s) URL such as 'https://repo.radeon.com'"),
     ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "8765"}, "wheelhouse_serve",
-     "got '8765', expected ADDRESS:PORT of this controller such as '127.0.0.1:8765' or '[::1]:8765' (a port from 1 "
+     "got '8765', expected ADDRESS:PORT such as '127.0.0.1:8765' or '[::1]:8765' (a port from 1 "
      "to 65535), or None"),
     ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "127.0.0.1:70000"}, "wheelhouse_serve", None),
     ({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "0.0.0.0:8765"}, "wheelhouse_serve",
      "'0.0.0.0:8765' listens on every address, which no host can connect to: set wheelhouse_url to the controller "
      "as the hosts reach it (e.g. 'http://controller.lab:8765'), or serve on that address"),
+    ({"wheelhouse_seed": "ws1", "wheelhouse_seed_serve": "10.0.0.11:8765"}, "wheelhouse_seed",
+     "'ws1' needs `wheelhouse` (the controller's directory that the seed gets and serves): set wheelhouse too, or set "
+     "this to None"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1"}, "wheelhouse_seed_serve",
+     "None, but wheelhouse_seed is set: relay mode needs both — the seed host's name and where it serves "
+     "(ADDRESS:PORT of the seed), or neither"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_seed_serve": "10.0.0.11:8765"}, "wheelhouse_seed",
+     "None, but wheelhouse_seed_serve is set: relay mode needs both — the seed host's name and where it serves "
+     "(ADDRESS:PORT of the seed), or neither"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1", "wheelhouse_seed_serve": "10.0.0.11:8765",
+      "wheelhouse_serve": "127.0.0.1:8765"}, "wheelhouse_serve",
+     "'127.0.0.1:8765' and wheelhouse_seed 'ws1' both say where the hosts pull from: set one of them, the other to "
+     "None"),
+    ({"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1", "wheelhouse_seed_serve": "0.0.0.0:8765"},
+     "wheelhouse_seed_serve",
+     "'0.0.0.0:8765' is every address of the seed, which no host can connect to: give the seed's address that the "
+     "other hosts reach, such as '10.0.0.11:8765'"),
     ({"stray_policy": "purge"}, "stray_policy", "got the string 'purge', expected one of: 'report', 'remove'"),
     ({"rocm_other_release": "side_by_side"}, "rocm_other_release",
      "got the string 'side_by_side', expected one of: 'stop', 'side-by-side'"),
@@ -124,6 +142,41 @@ def test_pull_mode_settings_pass_with_a_wheelhouse():
     assert problems == ()
     assert (settings.wheelhouse_serve, settings.wheelhouse_url) == ("0.0.0.0:8765", "http://controller.lab:8765")
     assert _problems({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765"}) == []
+
+
+def test_relay_mode_settings_pass_with_a_wheelhouse():
+    settings, problems = check_data("ws2", {"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1",
+                                            "wheelhouse_seed_serve": "10.0.0.11:8765"})
+    assert problems == ()
+    assert (settings.wheelhouse_seed, settings.wheelhouse_seed_serve) == ("ws1", "10.0.0.11:8765")
+
+
+def _relay_state(seed: str, limit: list[str] | None = None):
+    from pyinfra.api import Config, Inventory, State
+
+    inventory = Inventory(([("ws1", {}), ("ws2", {}), ("ws3", {})], {
+        "wheelhouse": "/tmp", "wheelhouse_seed": seed, "wheelhouse_seed_serve": "127.0.0.1:8765"}))
+    state = State(inventory, Config())
+    if limit is not None:
+        state.limit_hosts = [inventory.get_host(name) for name in limit]
+    return state
+
+
+def test_the_seed_must_be_a_host_of_the_run_or_the_run_is_refused_before_any_host_is_touched():
+    """The seed serves the others: a seed not in the inventory, or limited out of the run, refuses the whole run."""
+    with pytest.raises(InventoryDataError) as missing:
+        require_valid_inventory(_relay_state("ws9"))
+    assert str(missing.value) == (
+        "inventory data of host ws1, key wheelhouse_seed (group data 'all'): 'ws9' is not a host of this inventory: "
+        "name the inventory host that gets the wheelhouse and serves it (and 2 more: ws2/wheelhouse_seed, "
+        "ws3/wheelhouse_seed)")
+    with pytest.raises(InventoryDataError) as limited:
+        require_valid_inventory(_relay_state("ws1", limit=["ws2"]))
+    assert str(limited.value) == (
+        "inventory data of host ws2, key wheelhouse_seed (group data 'all'): 'ws1' is not in this run (--limit): the "
+        "other hosts pull the wheelhouse from it — run it with them")
+    require_valid_inventory(_relay_state("ws1"))
+    require_valid_inventory(_relay_state("ws1", limit=["ws1"]))
 
 
 # --- one character policy for what reaches a host (venv_path, the URLs, bitsandbytes_version) -------------------------

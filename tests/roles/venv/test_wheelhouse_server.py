@@ -14,7 +14,6 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -23,30 +22,12 @@ from localfleet.ports import free_port
 from roles.validators import split_address
 from roles.venv.wheelhouse import STAMP
 from roles.venv.wheelhouse_pull import WheelhouseServer
-
-WHEEL = "rocm_fleet_dummy-1.0-py3-none-any.whl"
-
-
-def _wheel(path: Path, payload: bytes = b"x = 1\n") -> bytes:
-    """A minimal valid wheel (pip installs it) with `payload` as its module."""
-    files = {
-        "rocm_fleet_dummy/__init__.py": payload,
-        "rocm_fleet_dummy-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: rocm-fleet-dummy\nVersion: 1.0\n",
-        "rocm_fleet_dummy-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                b"Tag: py3-none-any\n",
-    }
-    record = "".join(f"{name},,\n" for name in files) + "rocm_fleet_dummy-1.0.dist-info/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, data in files.items():
-            archive.writestr(name, data)
-        archive.writestr("rocm_fleet_dummy-1.0.dist-info/RECORD", record)
-    return path.read_bytes()
-
+from tests.support.dummy_wheel import WHEEL, dummy_wheel
 
 def _complete_set(root: Path, name: str = "cp311-manylinux_2_36_x86_64") -> Path:
     directory = root / name
     directory.mkdir(parents=True)
-    data = _wheel(directory / WHEEL)
+    data = dummy_wheel(directory / WHEEL)
     stamp = {"recipe": {}, "files": {WHEEL: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}}
     (directory / STAMP).write_text(json.dumps(stamp))
     (directory / "requirements.txt").write_text(f"rocm-fleet-dummy==1.0 --hash=sha256:{hashlib.sha256(data).hexdigest()}\n")
