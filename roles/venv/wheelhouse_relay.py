@@ -32,6 +32,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
 
 from roles.venv import wheelhouse_server
+from roles.venv.wheelhouse_pull import servers_of
 
 SERVER_SOURCE = Path(wheelhouse_server.__file__).read_text()
 # The arguments that shape a command line (sudo, su, env, shell …), of those pyinfra gives a host's commands.
@@ -113,8 +114,6 @@ def relay_failure_line(host_name: str, seed: str, address: str, port: int, why: 
 
 
 def _relay(state, host, seed: str, directory: str, set_name: str, address: str, port: int) -> bool:
-    from roles.venv.wheelhouse_pull import servers_of
-
     server = servers_of(state).ensure(("seed", seed, address, port),
                                       lambda: SeedServer(state, seed, directory, set_name, address, port),
                                       until_end_of=host.executing_op_hash)
