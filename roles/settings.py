@@ -369,15 +369,26 @@ def _summary(problems: tuple[Problem, ...]) -> str:
 
 
 def _seed_problems(state, host, settings: HostSettings) -> list[Problem]:
-    """Relay mode's seed must be a host of this run: the others pull from it."""
+    """Relay mode's seed must be a host of this run that gets this host's wheelhouse pushed: the others pull it from
+    there."""
     seed = settings.wheelhouse_seed
     if seed is None or seed == host.name:
         return []
     seed_host = state.inventory.get_host(seed, None)
+    seed_settings = check_host(seed_host)[0] if seed_host is not None else None
     if seed_host is None:
         why = "is not a host of this inventory: name the inventory host that gets the wheelhouse and serves it"
     elif not state.is_host_in_limit(seed_host):
         why = "is not in this run (--limit): the other hosts pull the wheelhouse from it — run it with them"
+    elif seed_settings is None:
+        return []  # its own data is refused with its own line
+    elif seed_settings.wheelhouse != settings.wheelhouse:
+        why = (f"gets another wheelhouse ({seed_settings.wheelhouse!r}, this host's is {settings.wheelhouse!r}): give "
+               "the seed and the hosts it serves the same one")
+    elif (seed_settings.wheelhouse_url, seed_settings.wheelhouse_serve) != (None, None) or (
+            seed_settings.wheelhouse_seed not in (None, seed)):
+        why = ("pulls the wheelhouse itself (its wheelhouse_url, wheelhouse_serve or wheelhouse_seed), so it has no "
+               "wheels to serve: the seed must get them pushed — set those to None for it")
     else:
         return []
     return [Problem(host.name, "wheelhouse_seed", _source_finder(host)("wheelhouse_seed"), f"{seed!r} {why}")]

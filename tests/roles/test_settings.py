@@ -151,10 +151,10 @@ def test_relay_mode_settings_pass_with_a_wheelhouse():
     assert (settings.wheelhouse_seed, settings.wheelhouse_seed_serve) == ("ws1", "10.0.0.11:8765")
 
 
-def _relay_state(seed: str, limit: list[str] | None = None):
+def _relay_state(seed: str, limit: list[str] | None = None, seed_data: dict | None = None):
     from pyinfra.api import Config, Inventory, State
 
-    inventory = Inventory(([("ws1", {}), ("ws2", {}), ("ws3", {})], {
+    inventory = Inventory(([("ws1", seed_data or {}), ("ws2", {}), ("ws3", {})], {
         "wheelhouse": "/tmp", "wheelhouse_seed": seed, "wheelhouse_seed_serve": "127.0.0.1:8765"}))
     state = State(inventory, Config())
     if limit is not None:
@@ -177,6 +177,27 @@ def test_the_seed_must_be_a_host_of_the_run_or_the_run_is_refused_before_any_hos
         "other hosts pull the wheelhouse from it — run it with them")
     require_valid_inventory(_relay_state("ws1"))
     require_valid_inventory(_relay_state("ws1", limit=["ws1"]))
+
+
+_PULLS_ITSELF = ("pulls the wheelhouse itself (its wheelhouse_url, wheelhouse_serve or wheelhouse_seed), so it has no "
+                 "wheels to serve: the seed must get them pushed — set those to None for it")
+
+
+@pytest.mark.parametrize(("seed_data", "first"), [
+    ({"wheelhouse": "/var/tmp"},
+     "host ws2, key wheelhouse_seed (group data 'all'): 'ws1' gets another wheelhouse ('/var/tmp', this host's is "
+     "'/tmp'): give the seed and the hosts it serves the same one"),
+    ({"wheelhouse_seed": None, "wheelhouse_seed_serve": None, "wheelhouse_url": "http://mirror.lab/wheels"},
+     f"host ws2, key wheelhouse_seed (group data 'all'): 'ws1' {_PULLS_ITSELF}"),
+    # ws1 names ws3 as its seed, whose seed is ws1: neither gets the wheels pushed.
+    ({"wheelhouse_seed": "ws3"}, f"host ws1, key wheelhouse_seed (host data): 'ws3' {_PULLS_ITSELF}"),
+])
+def test_a_seed_that_would_not_hold_this_hosts_wheelhouse_refuses_the_run(seed_data, first):
+    with pytest.raises(InventoryDataError) as refused:
+        require_valid_inventory(_relay_state("ws1", seed_data=seed_data))
+    assert str(refused.value).startswith(f"inventory data of {first} (and "), str(refused.value)
+    # Its own data saying nothing about relay mode is fine: it gets the wheelhouse pushed.
+    require_valid_inventory(_relay_state("ws1", seed_data={"wheelhouse_seed": None, "wheelhouse_seed_serve": None}))
 
 
 # --- one character policy for what reaches a host (venv_path, the URLs, bitsandbytes_version) -------------------------
