@@ -17,11 +17,13 @@ PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"}
 
 
-def sub_inventory(fleet, n: int, directory: Path, **data) -> Path:
-    """An inventory of the fleet's first n hosts: the fleet's own group data, with `data` on top."""
+def sub_inventory(fleet, n: int, directory: Path, skip_first: int = 0, **data) -> Path:
+    """An inventory of the fleet's first n hosts (less the first `skip_first`): the fleet's own group data, with
+    `data` on top."""
     hosts, group = runpy.run_path(str(fleet.inventory))[GROUP]
-    path = directory / f"inventory_{n}.py"
-    path.write_text(render_inventory(f"{fleet.name}-{n}", list(hosts[:n]), {**group, **data}))
+    path = directory / (f"inventory_{n}.py" if not skip_first else f"inventory_{skip_first + 1}-{n}.py")
+    path.write_text(render_inventory(f"{fleet.name}-{skip_first + 1}-{n}", list(hosts[skip_first:n]),
+                                     {**group, **data}))
     return path
 
 

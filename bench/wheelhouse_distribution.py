@@ -1,6 +1,6 @@
 """Benchmark (not a test): distributing a multi-GB wheelhouse to N hosts — pushed by the controller over SSH (the venv
-stage's default) against pulled by the hosts over HTTP from the controller's own server (`wheelhouse_serve`), in the
-same run, interleaved.
+stage's default), pulled by the hosts over HTTP from the controller's own server (`wheelhouse_serve`), and relayed
+(pushed to one seed host, which serves the others: `wheelhouse_seed`), in the same run, interleaved.
 
     sudo .venv/bin/python bench/wheelhouse_distribution.py [--hosts 1,4,8] [--size-gib 2] [--rounds 2]
 
@@ -13,7 +13,10 @@ with its stamp and requirements.txt (every wheel's sha256), as roles/venv/wheelh
   pull: the controller's server (roles/venv/wheelhouse_pull.WheelhouseServer, what the venv stage starts), and on
         every host at once `pip download --no-index --find-links http://127.0.0.1:PORT/<set>/ --require-hashes
         --no-cache-dir -r requirements.txt` — the pull install's own pip flags (download instead of install: both
-        modes end with the checked bytes on the host's disk, and the dummy needs no venv to install into).
+        modes end with the checked bytes on the host's disk, and the dummy needs no venv to install into);
+  relay: the push above to the first host alone, then the seed's server (roles/venv/wheelhouse_relay's command line,
+        started in the seed's root directly rather than over an SSH session of its own) and the same pip download on
+        the N - 1 others from it. Its wall time is both parts, push included.
 Each run's files are removed from the hosts before the next (not timed). Reported: wall time, controller CPU (the
 pyinfra process, plus the server process in pull mode), and the bytes that passed through the pyinfra process (sent
 over TCP: the kernel's count per connection, `ss -tinp`, sampled until it exits) and through the server (its own
@@ -47,6 +50,8 @@ from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E
 from localfleet.ports import free_port  # noqa: E402
 from roles.venv.wheelhouse import REQUIREMENTS, STAMP, requirements_text, sha256_of  # noqa: E402
 from roles.venv.wheelhouse_pull import WheelhouseServer  # noqa: E402
+from roles.venv.wheelhouse_relay import seed_server_command  # noqa: E402
+from roles.venv.wheelhouse_server import READY  # noqa: E402
 
 SET = "bench-dummy-set"
 NAME = "rocm_fleet_bench_dummy"
@@ -142,6 +147,46 @@ def clean(hosts) -> None:
         shutil.rmtree(host.root / ON_HOST.lstrip("/"), ignore_errors=True)
 
 
+def pip_from(port: int) -> str:
+    """The pull install's pip flags, as `pip download` into ON_HOST (see the module docstring)."""
+    return (f"{PIP_VENV}/bin/python -m pip download --isolated --disable-pip-version-check --no-input --no-index "
+            f"--find-links http://127.0.0.1:{port}/{SET}/ --require-hashes --no-cache-dir "
+            f"-r /var/tmp/rocm-fleet-bench-requirements.txt -d {ON_HOST}")
+
+
+def relay(fleet, seed_inventory: str, others_inventory: str | None, wheel_set: Path, n: int,
+          size: int) -> tuple[float, int, int]:
+    """Push to the first host, then the others pull from it: (wall s, bytes through pyinfra, bytes the seed
+    served)."""
+    started = time.monotonic()
+    _, code, written = run_pyinfra([seed_inventory, "bench/wheelhouse_push_deploy.py", "-y"],
+                                   {"ROCM_FLEET_BENCH_SET": str(wheel_set), "ROCM_FLEET_BENCH_DEST": ON_HOST})
+    if code != 0:
+        sys.exit(f"relay: the push to the seed failed (exit {code})")
+    served = 0
+    if others_inventory is not None:
+        port = free_port()
+        seed = subprocess.Popen(["chroot", str(fleet.hosts[0].root), "sh", "-c",
+                                 seed_server_command(ON_HOST, SET, "127.0.0.1", port)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = seed.stdout.readline()
+        if not first.startswith(READY):
+            seed.kill()
+            sys.exit(f"relay: the seed's server did not start: {first.strip()}")
+        _, code, pulled = run_pyinfra([others_inventory, "exec", "-y", "--", pip_from(port)])
+        out, _ = seed.communicate("")
+        written += pulled
+        served = int(out.split()[1]) if out.startswith("served ") else 0
+        if code != 0:
+            sys.exit(f"relay: the pull from the seed failed (exit {code})")
+    wall = time.monotonic() - started
+    arrived = sum((host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size for host in fleet.hosts[:n]
+                  if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file())
+    if arrived != n * size:
+        sys.exit(f"relay to {n} host(s): {arrived} of {n * size} bytes arrived")
+    return wall, written, served
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", default="1,4,8")
@@ -164,6 +209,8 @@ def main() -> int:
               f"{time.monotonic() - started:.0f} s)", flush=True)
         with Fleet.up(n=max(sizes), login="admin") as fleet:
             inventories = {n: str(sub_inventory(fleet, n, scratch)) for n in sizes}
+            seed_inventory = str(sub_inventory(fleet, 1, scratch))
+            others = {n: str(sub_inventory(fleet, n, scratch, skip_first=1)) for n in sizes if n > 1}
             for host in fleet.hosts:  # pip for the pull side; the requirements file as the venv stage uploads it
                 host.run(["python3", "-m", "venv", PIP_VENV])
                 shutil.copyfile(wheel_set / REQUIREMENTS, host.root / "var/tmp/rocm-fleet-bench-requirements.txt")
@@ -192,11 +239,7 @@ def main() -> int:
                     started = time.monotonic()
                     if server.start() is not None:
                         sys.exit(f"the wheelhouse server did not start: {server.failure}")
-                    pip = (f"{PIP_VENV}/bin/python -m pip download --isolated --disable-pip-version-check "
-                           f"--no-input --no-index --find-links http://127.0.0.1:{server.port}/{SET}/ "
-                           f"--require-hashes --no-cache-dir -r /var/tmp/rocm-fleet-bench-requirements.txt "
-                           f"-d {ON_HOST}")
-                    _, code, written = run_pyinfra([inventories[n], "exec", "-y", "--", pip])
+                    _, code, written = run_pyinfra([inventories[n], "exec", "-y", "--", pip_from(server.port)])
                     server.stop()
                     wall = time.monotonic() - started
                     cpu = children_cpu() - before
@@ -208,10 +251,18 @@ def main() -> int:
                     results[("pull", n)].append((wall, cpu, written, served))
                     around.append(load())
                     clean(hosts)
-                    push, pull = results[("push", n)][-1], results[("pull", n)][-1]
+                    # relay
+                    around.append(load())
+                    before = children_cpu()
+                    wall, written, served = relay(fleet, seed_inventory, others.get(n), wheel_set, n, size)
+                    results[("relay", n)].append((wall, children_cpu() - before, written, served))
+                    around.append(load())
+                    clean(hosts)
+                    push, pull, relayed = (results[(mode, n)][-1] for mode in ("push", "pull", "relay"))
                     print(f"  round {round_number} N={n}: push {push[0]:.1f} s (load {around[0]} -> {around[1]}), "
-                          f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), pull/push {pull[0] / push[0]:.2f}",
-                          flush=True)
+                          f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), relay {relayed[0]:.1f} s "
+                          f"(load {around[4]} -> {around[5]}); pull/push {pull[0] / push[0]:.2f}, "
+                          f"relay/push {relayed[0] / push[0]:.2f}", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -220,7 +271,7 @@ def main() -> int:
     print("| mode | N | wall s | × its N=1 | controller CPU s | through pyinfra (× wheelhouse) | "
           "through the server (× wheelhouse) | MB/s to all hosts |")
     print("|---|---|---|---|---|---|---|---|")
-    for mode in ("push", "pull"):
+    for mode in ("push", "pull", "relay"):
         one = statistics.median(v[0] for v in results[(mode, sizes[0])])
         for n in sizes:
             values = results[(mode, n)]
