@@ -88,9 +88,18 @@ class KernelDriver(FactBase):
     """The kernel side of the GPU (roles/debian/kernel.py): the running kernel, every /lib/modules/<release> and its
     amdgpu.ko, /boot/vmlinuz-*, amdgpu loaded, /dev/kfd, /run/reboot-required, /proc/cmdline, modprobe.d lines about
     amdgpu, dpkg's linux-* packages, and which headers and modules-extra packages (and firmware-amd-graphics) apt
-    has for the running kernel and the newest installed one — of those dpkg has not installed."""
+    has for the running kernel and the newest installed one — of those dpkg has not installed.
 
-    def command(self) -> str:
+    `apt_candidates=False`: without that last part (HostKernels.available stays empty). Only the ROCm stage installs
+    those packages; where it does not run (rocm_install: skip), nothing needs apt's answer, which was 75 of the fact's
+    100 ms in a local fleet host (three `apt-cache pkgnames`, one per name dpkg has not installed).
+    """
+
+    def command(self, apt_candidates: bool = True) -> str:
+        return self._kernel_side() + (self._apt_candidates() if apt_candidates else "true")
+
+    @staticmethod
+    def _kernel_side() -> str:
         return (
             "r=$(uname -r); echo \"running $r\"; "
             "for d in /lib/modules/*; do [ -d \"$d\" ] || continue; "
@@ -109,6 +118,11 @@ class KernelDriver(FactBase):
             "d=$(dpkg-query -W -f='pkg ${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*' "
             f"{FIRMWARE_PACKAGE} 2>/dev/null); "
             "[ -n \"$d\" ] && printf '%s\\n' \"$d\"; "
+        )
+
+    @staticmethod
+    def _apt_candidates() -> str:
+        return (
             "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
             "p=; for k in $(printf '%s\\n' \"$r\" $n | sort -u); do p=\"$p linux-headers-$k linux-modules-extra-$k\"; done; "
             # Whether apt has a name matters only while dpkg has not installed it (HostKernels.driver_packages_wanted),

@@ -23,10 +23,16 @@ def _disk_paths(settings: HostSettings) -> list[str]:
     return [need.path for need in needs]
 
 
+def _kernel_question(settings: HostSettings) -> dict:
+    """KernelDriver's arguments: apt's candidates only where the ROCm stage runs, which asks the same question (then
+    one read serves both); preflight itself needs none of them."""
+    return {} if settings.rocm_install == "install" else {"apt_candidates": False}
+
+
 def reads(settings: HostSettings) -> list[run_reads.Ask]:
     ask = run_reads.Ask.of
     return [ask(InstalledRocm), ask(OsReleaseFile), ask(FreeSpaceFor, paths=_disk_paths(settings)),
-            ask(ExistingUsers, users=list(_users(settings))), ask(KernelDriver),
+            ask(ExistingUsers, users=list(_users(settings))), ask(KernelDriver, **_kernel_question(settings)),
             ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
             *([ask(GpuDevices)] if settings.gpu_required else [])]
 
@@ -48,7 +54,7 @@ def preflight(settings: HostSettings) -> None:
         free=run_reads.ask(FreeSpaceFor, paths=_disk_paths(settings)),
         required_users=users,
         existing_users=run_reads.ask(ExistingUsers, users=list(users)),
-        kernels=run_reads.ask(KernelDriver),
+        kernels=run_reads.ask(KernelDriver, **_kernel_question(settings)),
     ))
     for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
         host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)

@@ -3,6 +3,7 @@ prerequisites the ROCm stage installs — on the recorded outputs of tests/roles
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -162,6 +163,14 @@ def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp
         assert kernels.driver_packages_wanted() == oracle() == (f"linux-headers-{release}",)
         assert looked_up == asked
         assert called == [[name for name in asked if name in known]]
+
+        # Without apt's candidates (preflight where the ROCm stage does not run): apt is not started; the rest is
+        # the same answer.
+        calls.write_text("")
+        command = facts.KernelDriver().command(apt_candidates=False)
+        bare = process_fact(facts.KernelDriver, host.run(["sh", "-c", command]).stdout.splitlines())
+        assert calls.read_text() == ""
+        assert bare == dataclasses.replace(kernels, available=frozenset()) and kernels.available
 
         install(f"linux-headers-{release}")
         kernels, called, looked_up = fact()
