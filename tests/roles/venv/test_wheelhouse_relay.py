@@ -11,8 +11,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from localfleet.ports import free_port
 from roles.venv.wheelhouse_relay import relay_failure_line, seed_server_command
 from roles.venv.wheelhouse_server import READY
 from tests.support.dummy_wheel import WHEEL, dummy_wheel
+from tests.support.http_get import http_get
 
 pytestmark = pytest.mark.root
 
@@ -57,11 +56,7 @@ def _start(directory: Path, port: int) -> tuple[subprocess.Popen, str]:
 
 
 def _status(port: int, path: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, b""
+    return http_get(f"http://127.0.0.1:{port}{path}")
 
 
 def test_the_seed_serves_its_wheels_as_nobody_to_pip_and_stops_when_its_stdin_closes(flat, tmp_path):

@@ -23,6 +23,7 @@ from roles.validators import split_address
 from roles.venv.wheelhouse import STAMP
 from roles.venv.wheelhouse_pull import WheelhouseServer
 from tests.support.dummy_wheel import WHEEL, dummy_wheel
+from tests.support.http_get import http_get
 
 def _complete_set(root: Path, name: str = "cp311-manylinux_2_36_x86_64") -> Path:
     directory = root / name
@@ -47,11 +48,7 @@ def served(tmp_path):
 
 
 def _get(server: WheelhouseServer, path: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=30) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, b""
+    return http_get(f"http://127.0.0.1:{server.port}{path}")
 
 
 def test_serves_the_index_and_the_wheels_of_a_complete_set_and_counts_the_bytes(served):
