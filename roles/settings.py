@@ -277,6 +277,11 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
     return HostSettings(host=host, **values), ()
 
 
+def _every_address(listen: str) -> bool:
+    """Whether ADDRESS:PORT listens on every address (0.0.0.0, ::): a server can, but no client can connect there."""
+    return split_address(listen)[0] in ("0.0.0.0", "::", "")
+
+
 def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str], str]) -> list[Problem]:
     """Pull mode needs the controller's wheelhouse (its hashes), and a server address the hosts can reach."""
     problems = []
@@ -302,13 +307,13 @@ def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str],
                 problems.append(Problem(host, key, source_of(key),
                                         f"{values[key]!r} and wheelhouse_seed {seed!r} both say where the hosts pull "
                                         "from: set one of them, the other to None"))
-    if seed_serve is not None and split_address(seed_serve)[0] in ("0.0.0.0", "::", ""):
+    if seed_serve is not None and _every_address(seed_serve):
         problems.append(Problem(host, "wheelhouse_seed_serve", source_of("wheelhouse_seed_serve"),
                                 f"{seed_serve!r} is every address of the seed, which no host can connect to: give "
                                 "the seed's address that the other hosts reach, such as '10.0.0.11:8765'"))
     serve = values.get("wheelhouse_serve")
     if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
-        if split_address(serve)[0] in ("0.0.0.0", "::", ""):
+        if _every_address(serve):
             problems.append(Problem(host, "wheelhouse_serve", source_of("wheelhouse_serve"),
                                     f"{serve!r} listens on every address, which no host can connect to: set "
                                     "wheelhouse_url to the controller as the hosts reach it (e.g. "
@@ -368,14 +373,15 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
-def _seed_problems(state, host, settings: HostSettings) -> list[Problem]:
+def _seed_problems(state, host, settings: HostSettings, settings_of: Callable[[Any], HostSettings | None]
+                   ) -> list[Problem]:
     """Relay mode's seed must be a host of this run that gets this host's wheelhouse pushed: the others pull it from
-    there."""
+    there. `settings_of(host)`: a host's settings as the run's check found them (None: refused)."""
     seed = settings.wheelhouse_seed
     if seed is None or seed == host.name:
         return []
     seed_host = state.inventory.get_host(seed, None)
-    seed_settings = check_host(seed_host)[0] if seed_host is not None else None
+    seed_settings = settings_of(seed_host) if seed_host is not None else None
     if seed_host is None:
         why = "is not a host of this inventory: name the inventory host that gets the wheelhouse and serves it"
     elif not state.is_host_in_limit(seed_host):
@@ -407,11 +413,16 @@ def require_valid_inventory(state=None) -> None:
         state = ctx_state.get()
     memory = memory_of(state)
     if memory.inventory_refusal is None:
+        checked = {host.name: check_host(host) for host in state.inventory if state.is_host_in_limit(host)}
+
+        def settings_of(host) -> HostSettings | None:  # each host checked once, also when it is many hosts' seed
+            return (checked[host.name] if host.name in checked else check_host(host))[0]
+
         problems: list[Problem] = []
         for host in state.inventory:
-            if state.is_host_in_limit(host):
-                settings, found = check_host(host)
-                problems.extend(found or _seed_problems(state, host, settings))
+            if host.name in checked:
+                settings, found = checked[host.name]
+                problems.extend(found or _seed_problems(state, host, settings, settings_of))
         memory.inventory_refusal = _summary(tuple(problems)) if problems else ""
     if memory.inventory_refusal:
         raise InventoryDataError(memory.inventory_refusal)

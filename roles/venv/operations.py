@@ -125,8 +125,7 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
         if serve is not None:
             yield serve_command(serve)
         if relay is not None:
-            seed, address, port, directory, set_name = relay
-            yield relay_command(seed, directory, set_name, address, port)
+            yield relay_command(*relay)
         yield as_owner(owner, pull_install(f"{python} {PIP}", pull, posixpath.join(wheelhouse, REQUIREMENTS)))
         return
     if wheelhouse is not None:

@@ -94,7 +94,8 @@ class RunServers(BaseStateCallback):
         self.servers: dict[tuple, WheelhouseServer] = {}
         self.lock = threading.Lock()  # a gevent lock under pyinfra's CLI: several hosts may ask at once
         self.disconnected: set[str] = set()
-        self.until_end_of: dict[str, list[tuple]] = {}  # operation hash -> keys of servers to stop when it ends
+        # operation hash -> keys of servers to stop (and log with their `label`) when it ends
+        self.until_end_of: dict[str, list[tuple]] = {}
 
     def ensure(self, key: tuple, make=None, until_end_of: str | None = None):
         """The server `key` names, started now unless it was already (`make()` makes it; default: the controller's
@@ -124,7 +125,7 @@ class RunServers(BaseStateCallback):
             server.stop()
             _running.discard(server)
             if server.served:
-                logger.info(f"wheelhouse_seed {key[1]} ({key[2]}:{key[3]}): {server.served}")
+                logger.info(f"{server.label}: {server.served}")
 
     def host_disconnect(self, state, host):
         self.disconnected.add(host.name)

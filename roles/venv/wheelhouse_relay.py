@@ -52,8 +52,9 @@ def seed_server_command(directory: str, set_name: str, address: str, port: int) 
 class SeedServer:
     """The seed's server for one run: a session on the seed host's SSH connection (see the module docstring)."""
 
-    def __init__(self, state, seed: str, directory: str, set_name: str, address: str, port: int):
+    def __init__(self, state, seed: str, address: str, port: int, directory: str, set_name: str):
         self.state, self.seed = state, seed
+        self.label = f"wheelhouse_seed {seed} ({address}:{port})"  # in the run's log, with what it served
         self.command = seed_server_command(directory, set_name, address, port)
         self.channel = None
         self.out = None  # the channel's standard output, read through one buffer
@@ -113,9 +114,9 @@ def relay_failure_line(host_name: str, seed: str, address: str, port: int, why: 
             "other hosts reach")
 
 
-def _relay(state, host, seed: str, directory: str, set_name: str, address: str, port: int) -> bool:
+def _relay(state, host, seed: str, address: str, port: int, directory: str, set_name: str) -> bool:
     server = servers_of(state).ensure(("seed", seed, address, port),
-                                      lambda: SeedServer(state, seed, directory, set_name, address, port),
+                                      lambda: SeedServer(state, seed, address, port, directory, set_name),
                                       until_end_of=host.executing_op_hash)
     if server.failure is not None:
         host.log_styled(relay_failure_line(host.name, seed, address, port, server.failure), fg="red",
@@ -124,6 +125,7 @@ def _relay(state, host, seed: str, directory: str, set_name: str, address: str, 
     return True
 
 
-def relay_command(seed: str, directory: str, set_name: str, address: str, port: int) -> FunctionCommand:
-    """A command, run on the controller at execution, that makes sure the seed's server of this run is listening."""
-    return FunctionCommand(_relay, (seed, directory, set_name, address, port), {})
+def relay_command(seed: str, address: str, port: int, directory: str, set_name: str) -> FunctionCommand:
+    """A command, run on the controller at execution, that makes sure the seed's server of this run is listening
+    (the arguments in the order of venv_packages' `relay`)."""
+    return FunctionCommand(_relay, (seed, address, port, directory, set_name), {})
