@@ -7,8 +7,10 @@ about 25 s of CPU).
         image.lend(fleet.host("ws1"))    # before the host's first deploy
 
 The image is made as a deploy makes it: `pyinfra INVENTORY tasks/venv.py` over SSH into a local Debian 12 workstation
-(the test fleet's defaults: venv_path /opt/rocm-fleet/venv, owned by root, from the pushed wheelhouse); the fixture
-checks that the stage really installed it there. That host is then released (its sshd stopped, its root unmounted)
+(the test fleet's defaults: venv_path /opt/rocm-fleet/venv, owned by root, from the pushed wheelhouse), on a host that
+lacks python3-venv and cannot reach PyPI; the stage is run twice, and both runs are kept on the image (`made`,
+`again`) for tests/roles/venv/test_real_run.py, the stage's own test of a fresh host, to judge — so the suite installs
+torch over SSH once for both. The fixture itself checks only that the stage really installed the venv. That host is then released (its sshd stopped, its root unmounted)
 and its own layer kept as it is until the session ends. A borrowing host gets the image's venv and its wheelhouse
 copy (/var/cache/rocm-fleet/wheelhouse, with the upload's sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes
 (a planted file, a replaced library, pip) lands in an upper layer of its own, inside its fleet's directory — so the
@@ -33,6 +35,7 @@ from localfleet.base import overlay_or_copy, own_layer
 from localfleet.release import release_tree
 from roles.pins import VENV_PATH
 from roles.venv.deploy import REMOTE_WHEELHOUSE
+from tests.support.chroot_hosts import PyinfraRun
 from tests.support.fleet_deploy import deploy
 
 LENT = (VENV_PATH, REMOTE_WHEELHOUSE)
@@ -41,6 +44,9 @@ LENT = (VENV_PATH, REMOTE_WHEELHOUSE)
 @dataclass(frozen=True)
 class VenvImage:
     root: Path  # the image host's root (released: nothing runs or is mounted in it while the session lasts)
+    made: PyinfraRun  # the venv stage's first run on that host: it made the venv
+    again: PyinfraRun  # the stage run once more right after
+    pypi_reachable: bool  # whether that host could reach PyPI before the first run (it must not: offline install)
 
     def lend(self, host) -> None:
         """Mount the image's venv and wheelhouse copy into `host` (a FleetHost that has neither), each as an overlay
@@ -94,15 +100,20 @@ def venv_image() -> Iterator[VenvImage]:
     from localfleet.fleet import Fleet
 
     with Fleet.up(n=1, login="admin") as fleet:
+        host = fleet.host("ws1")
+        # A workstation without python3-venv (the stage installs it) and without PyPI (pip installs offline).
+        host.run(["apt-get", "purge", "-y", "-q", "python3-venv", "python3.11-venv"])
+        pypi = host.run(["python3", "-c", "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', "
+                                          "timeout=10)"], check=False)
         run = deploy(fleet.inventory, "tasks/venv.py")
         assert run.returncode == 0, run.explain()
         # The stage really made it here: the wheelhouse pushed, the venv created, torch and bitsandbytes installed.
         made = [name for name in run.changed_operations if name.startswith(("Venv | Wheelhouse ", "Venv | venv ",
                                                                              "Venv | torch=="))]
         assert len(made) == 3, run.explain()
-        host = fleet.host("ws1")
+        again = deploy(fleet.inventory, "tasks/venv.py")
         host.stop_sshd()  # from here on nothing reaches it: the lent layers stay as the stage left them
         # Its root's overlay too: a directory lent as another overlay's lower layer must not be any mount's upper
         # layer (the kernel warns of undefined behaviour when files are reached through both).
         release_tree(host.root)
-        yield VenvImage(host.root)
+        yield VenvImage(host.root, made=run, again=again, pypi_reachable=pypi.returncode == 0)
