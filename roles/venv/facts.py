@@ -2,8 +2,8 @@
 write the directories leading to it is roles/debian/facts.py's VenvPathAccess, which preflight reads too).
 
 None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
-venv is read as data by the host's own python3 (`python3 -I`: root's interpreter, no PYTHON* variables, no user site,
-not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info — with bounded reads of
+venv is read as data by the host's own python3 (`python3 -I -S`: root's interpreter, no PYTHON* variables, no site
+directories, not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info — with bounded reads of
 regular files only (a FIFO planted as METADATA must not hang root's plan); the owner of each entry by the host's own
 find, which looks at each entry (lstat) and opens no file.
 """
@@ -19,15 +19,14 @@ from pyinfra.api.exceptions import FactProcessError
 
 from roles.venv.model import HostPython, VenvState
 
-_HOST_PYTHON = (
-    "import json, os, platform, sys; "
-    "libc = (os.confstr('CS_GNU_LIBC_VERSION') or '').split(); "
-    "print(json.dumps({'version': platform.python_version(), "
-    "'glibc': libc[1] if len(libc) == 2 and libc[0] == 'glibc' else None, 'machine': platform.machine()}))"
-)
+# The host's python3 without starting it (an interpreter's start-up is ~15 ms of the host's CPU on every run): its
+# version as it prints it (PY_VERSION, what platform.python_version() returns), glibc's as confstr gives it to Python
+# (getconf asks the same confstr; it fails on a libc that is not glibc), and the machine as os.uname() has it.
+_HOST_PYTHON = ('if command -v python3 >/dev/null; then python3 --version 2>&1; '
+                'getconf GNU_LIBC_VERSION 2>/dev/null || echo "libc unknown"; uname -m; else echo null; fi')
 
 # verify/safe_read.py's `read_text(path, LIMIT, errors="replace", follow=False)`, the one way verify/ reads a file
-# of the venv, copied as text: the fact below runs alone on the host (`python3 -I -c`), where verify/ is not
+# of the venv, copied as text: the fact below runs alone on the host (`python3 -I -S -c`), where verify/ is not
 # importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
 # tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
 # verify/stack/venv_layout.MAX_METADATA.
@@ -141,15 +140,18 @@ class HostPython3(FactBase):
     """The host's python3 (version, glibc, machine), or None when there is no python3."""
 
     def command(self) -> str:
-        return f"if command -v python3 >/dev/null; then python3 -I -c {shlex.quote(_HOST_PYTHON)}; else echo null; fi"
+        return _HOST_PYTHON
 
     def process(self, output) -> HostPython | None:
-        data = _load(output, "host python3")
-        if data is None:
+        lines = [line.strip() for line in output]
+        if lines == ["null"]:
             return None
-        if not data.get("glibc"):
-            raise FactProcessError(f"host python3 {data.get('version')}: not a glibc system (manylinux wheels need glibc)")
-        return HostPython(version=data["version"], glibc=data["glibc"], machine=data["machine"])
+        if len(lines) != 3 or not lines[0].startswith("Python ") or not lines[2]:
+            raise FactProcessError(f"host python3: unreadable output: {' '.join(lines)[:200]}")
+        version, (libc, _, libc_version) = lines[0].split(" ", 1)[1], lines[1].partition(" ")
+        if libc != "glibc" or not libc_version:
+            raise FactProcessError(f"host python3 {version}: not a glibc system (manylinux wheels need glibc)")
+        return HostPython(version=version, glibc=libc_version, machine=lines[2])
 
 
 class VenvContents(FactBase):
@@ -159,7 +161,7 @@ class VenvContents(FactBase):
     def command(self, path: str, owner: str) -> str:
         python = shlex.quote(f"{path}/bin/python")
         foreign = _FOREIGN.format(owner=shlex.quote(owner), venv=shlex.quote(path))
-        read = f'{foreign}; python3 -I -c {shlex.quote(_VENV_STATE)} {shlex.quote(path)} {shlex.quote(owner)} "$foreign"'
+        read = f'{foreign}; python3 -I -S -c {shlex.quote(_VENV_STATE)} {shlex.quote(path)} {shlex.quote(owner)} "$foreign"'
         no_python3 = json.dumps({"owner": None, "python": None, "packages": {}, "foreign": None,
                                  "broken": "the host has no python3 to read it with"})
         return (f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "

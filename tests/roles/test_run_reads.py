@@ -28,7 +28,7 @@ from roles.venv.facts import HostPython3, VenvContents
 from tests.support.operation_cases import OutputHost, render
 
 VENV = "/opt/rocm-fleet/venv"
-PYTHON = json.dumps({"version": "3.11.2", "glibc": "2.36", "machine": "x86_64"})
+PYTHON = ["Python 3.11.2", "glibc 2.36", "x86_64"]  # what HostPython3's command prints
 FULL_VENV = json.dumps({"owner": "alice", "python": "3.11.2", "packages": {"torch": "2.13.0+rocm7.2",
                         "bitsandbytes": "0.50.1"}, "foreign": None, "broken": None})
 ACCESS = ["owner 1001", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
@@ -79,8 +79,8 @@ def test_other_arguments_another_phase_or_another_run_ask_again():
 
 
 def test_each_host_has_its_own_reads():
-    first = OutputHost({"HostPython3": [PYTHON]}, name="ws1")
-    second = OutputHost({"HostPython3": [PYTHON]}, name="ws2")
+    first = OutputHost({"HostPython3": PYTHON}, name="ws1")
+    second = OutputHost({"HostPython3": PYTHON}, name="ws2")
     second.state = first.state  # one run, two hosts
     in_context(first, run_reads.read, HostPython3)
     in_context(second, run_reads.read, HostPython3)
@@ -88,7 +88,7 @@ def test_each_host_has_its_own_reads():
 
 
 def test_across_execution_the_planning_read_is_used_when_the_operation_runs():
-    host = OutputHost({"HostPython3": [PYTHON]})
+    host = OutputHost({"HostPython3": PYTHON})
     planned = in_context(host, run_reads.read, HostPython3, across_execution=True)
     host.state.is_executing = True
     assert in_context(host, run_reads.read, HostPython3, across_execution=True) is planned
@@ -107,7 +107,7 @@ def test_a_kept_value_is_taken_once_in_its_own_phase():
 
 
 def test_a_provisioned_venv_is_read_once_per_phase_by_the_two_venv_operations():
-    host = OutputHost({"VenvContents": [FULL_VENV], "HostPython3": [PYTHON]})
+    host = OutputHost({"VenvContents": [FULL_VENV], "HostPython3": PYTHON})
     assert venv_operations(host) == []
     host.state.is_executing = True
     assert venv_operations(host) == []
@@ -119,7 +119,7 @@ def test_a_provisioned_venv_is_read_once_per_phase_by_the_two_venv_operations():
 def test_a_venv_the_first_operation_changes_is_read_again_by_the_second():
     # Made by another Python: venv_directory recreates it, so what it read is no longer what venv_packages will find.
     other_python = FULL_VENV.replace('"3.11.2"', '"3.10.12"')
-    host = OutputHost({"VenvContents": [other_python], "HostPython3": [PYTHON], "VenvPathAccess": ACCESS})
+    host = OutputHost({"VenvContents": [other_python], "HostPython3": PYTHON, "VenvPathAccess": ACCESS})
     commands = venv_operations(host)
     assert "--clear" in commands[0]
     assert asks(host, VenvContents) == 2
@@ -130,7 +130,7 @@ def test_a_host_without_python3_when_planning_is_asked_again_when_the_operation_
     host = OutputHost({"HostPython3": []})
     assert in_context(host, run_reads.read, HostPython3, across_execution=True) is None
     host.state.is_executing = True
-    host.facts["HostPython3"] = [PYTHON]
+    host.facts["HostPython3"] = PYTHON
     host.facts["VenvContents"] = []
     host.facts["VenvPathAccess"] = ACCESS
     in_context(host, lambda: list(operations.venv_directory._inner(path=VENV, owner="alice")))

@@ -94,7 +94,7 @@ def test_a_verifier_planted_in_the_controllers_temporary_directory_is_not_upload
 
 def test_verifier_command_runs_only_the_expected_bytes(tmp_path):
     command = verifier.verifier_command("strays", "--root", "/srv/a b")
-    assert command.endswith(f"python3 -I {verifier.REMOTE_VERIFIER} strays --root '/srv/a b'; else echo "
+    assert command.endswith(f"python3 -I -S {verifier.REMOTE_VERIFIER} strays --root '/srv/a b'; else echo "
                             f"'{verifier.stale_line()}' >&2; (exit 3); fi")
     here = tmp_path / "verify.pyz"
     local = command.replace(verifier.REMOTE_VERIFIER, str(here))

@@ -42,8 +42,14 @@ def test_host_without_python3_says_none():
 
 
 def test_host_python3_refuses_a_non_glibc_system():
-    with pytest.raises(FactProcessError, match="not a glibc system"):
-        HostPython3().process(['{"version": "3.12.1", "glibc": null, "machine": "x86_64"}'])
+    """What the command prints on a musl host (Alpine): getconf knows no GNU_LIBC_VERSION there."""
+    with pytest.raises(FactProcessError, match="host python3 3.12.1: not a glibc system"):
+        HostPython3().process(["Python 3.12.1", "libc unknown", "x86_64"])
+
+
+def test_host_python3_output_that_is_not_the_three_lines_is_a_fact_error():
+    with pytest.raises(FactProcessError, match="unreadable output"):
+        HostPython3().process(["Traceback (most recent call last):"])
 
 
 def test_venv_contents_of_a_fresh_venv(tmp_path):

@@ -175,7 +175,7 @@ def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit
     command = remote_command(settings())
     assert command.startswith('echo rocm-fleet-verify-host="$(uname -n)"; '
                               + verifier_command(*check_arguments(settings())))
-    assert "python3 -I /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
+    assert "python3 -I -S /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
     assert command.endswith(f"(exit {STALE_EXIT}); fi; echo rocm-fleet-verify-exit=$?")
     host_line = f"rocm-fleet-verify-host={os.uname().nodename}"
     done = subprocess.run(["sh", "-c", command.replace("python3 -I ", "false ", 1).replace(
