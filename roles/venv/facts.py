@@ -3,9 +3,9 @@ write the directories leading to it is roles/debian/facts.py's VenvPathAccess, w
 
 None of them runs anything of the venv: it belongs to `venv_owner`, an ordinary account, and facts run as root. The
 venv is read as data by the host's own python3 (`python3 -I -S`: root's interpreter, no PYTHON* variables, no site
-directories, not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info — with bounded reads of
-regular files only (a FIFO planted as METADATA must not hang root's plan); the owner of each entry by the host's own
-find, which looks at each entry (lstat) and opens no file.
+directories, not the current directory on sys.path) — its pyvenv.cfg, the METADATA of each .dist-info — with
+bounded reads of regular files only (a FIFO planted as METADATA must not hang root's plan); the owner of each entry
+is read by the host's own find, which looks at each entry (lstat) and opens no file.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class VenvContents(FactBase):
     def command(self, path: str, owner: str) -> str:
         python = shlex.quote(f"{path}/bin/python")
         foreign = _FOREIGN.format(owner=shlex.quote(owner), venv=shlex.quote(path))
-        read = f'{foreign}; python3 -I -S -c {shlex.quote(_VENV_STATE)} {shlex.quote(path)} {shlex.quote(owner)} "$foreign"'
+        arguments = f'{shlex.quote(path)} {shlex.quote(owner)} "$foreign"'
+        read = f"{foreign}; python3 -I -S -c {shlex.quote(_VENV_STATE)} {arguments}"
         no_python3 = json.dumps({"owner": None, "python": None, "packages": {}, "foreign": None,
                                  "broken": "the host has no python3 to read it with"})
         return (f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "

@@ -10,12 +10,14 @@ The image is made as a deploy makes it: `pyinfra INVENTORY tasks/venv.py` over S
 (the test fleet's defaults: venv_path /opt/rocm-fleet/venv, owned by root, from the pushed wheelhouse), on a host that
 lacks python3-venv and cannot reach PyPI; the stage is run twice, and both runs are kept on the image (`made`,
 `again`) for tests/roles/venv/test_real_run.py, the stage's own test of a fresh host, to judge — so the suite installs
-torch over SSH once for both. The fixture itself checks only that the stage really installed the venv. That host is then released (its sshd stopped, its root unmounted)
-and its own layer kept as it is until the session ends. A borrowing host gets the image's venv and its wheelhouse
-copy (/var/cache/rocm-fleet/wheelhouse, with the upload's sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes
-(a planted file, a replaced library, pip) lands in an upper layer of its own, inside its fleet's directory — so the
-fleet's teardown unmounts and deletes it, and no host sees another's changes. Its venv stage then finds everything in
-place and changes nothing, as on a host provisioned before.
+torch over SSH once for both. The fixture itself checks only that the stage really installed the venv. That host is
+then released (its sshd stopped, its root unmounted) and its own layer kept as it is until the session ends.
+
+A borrowing host gets the image's venv and its wheelhouse copy (/var/cache/rocm-fleet/wheelhouse, with the upload's
+sha256 record) as overlay mounts: the image is the read-only lower layer, and whatever the host changes (a planted
+file, a replaced library, pip) lands in an upper layer of its own, inside its fleet's directory — so the fleet's
+teardown unmounts and deletes it, and no host sees another's changes. Its venv stage then finds everything in place
+and changes nothing, as on a host provisioned before.
 
 How a fresh host gets its venv is proven where the stage is the subject: the image itself (above), bin/demo's test
 (tests/e2e/test_demo.py, three fresh hosts), tests/roles/venv/ and tests/tasks/test_root_never_runs_the_owners_code.py
