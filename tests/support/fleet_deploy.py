@@ -5,6 +5,7 @@
     run = deploy(fleet.inventory, "tasks/rocm.py", limit="ws2")     # … --limit ws2: only that host
     run = deploy(fleet.inventory, dry=True)                         # pyinfra INVENTORY deploy.py --dry --json
     host_lines(run.log, "ws2")                                      # what pyinfra printed for one host
+    operation_names(run.log, "Venv | Wheelhouse")                   # one operation's names, as a set
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
     summary_finding(summary, "ws2")                                 # the finding its verdict rests on
     snapshot(host.root)                                             # every path of a host's filesystem, to compare
@@ -70,6 +71,16 @@ def host_lines(log: str, host: str) -> list[str]:
     """The lines pyinfra printed for `host` ("[ws2] …"), without the prefix."""
     prefix = f"[{host}] "
     return [line.strip()[len(prefix):] for line in log.splitlines() if line.strip().startswith(prefix)]
+
+
+def operation_names(log: str, contains: str) -> set[str]:
+    """The names pyinfra printed for the one operation whose "--> Starting operation:" line contains `contains`. An
+    operation named differently on different hosts gets all the names on one line, joined from a set: their order
+    follows the pyinfra process's hash seed, so they are compared as a set."""
+    starts = [line.split("--> Starting operation: ", 1)[1].strip() for line in log.splitlines()
+              if line.startswith("--> Starting operation: ") and contains in line]
+    assert len(starts) == 1, starts
+    return set(starts[0].split(", "))
 
 
 def summary_row(summary: str, host: str) -> str:

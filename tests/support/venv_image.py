@@ -49,6 +49,8 @@ class VenvImage:
     made: PyinfraRun  # the venv stage's first run on that host: it made the venv
     again: PyinfraRun  # the stage run once more right after
     pypi_reachable: bool  # whether that host could reach PyPI before the first run (it must not: offline install)
+    imported: str  # what `import torch, bitsandbytes` printed on stdout in the made venv: their versions
+    import_errors: str  # and the tail of its stderr (bitsandbytes warns there on a CPU), to explain a failure
 
     def lend(self, host) -> None:
         """Mount the image's venv and wheelhouse copy into `host` (a FleetHost that has neither), each as an overlay
@@ -114,8 +116,12 @@ def venv_image() -> Iterator[VenvImage]:
                                                                              "Venv | torch=="))]
         assert len(made) == 3, run.explain()
         again = deploy(fleet.inventory, "tasks/venv.py")
+        # -B: the check writes no bytecode into the image, which the borrowers' hosts must find as the stage left it.
+        imported = host.run([f"{VENV_PATH}/bin/python", "-B", "-c", "import torch, bitsandbytes; "
+                             "print(torch.__version__, bitsandbytes.__version__)"], check=False)
         host.stop_sshd()  # from here on nothing reaches it: the lent layers stay as the stage left them
         # Its root's overlay too: a directory lent as another overlay's lower layer must not be any mount's upper
         # layer (the kernel warns of undefined behaviour when files are reached through both).
         release_tree(host.root)
-        yield VenvImage(host.root, made=run, again=again, pypi_reachable=pypi.returncode == 0)
+        yield VenvImage(host.root, made=run, again=again, pypi_reachable=pypi.returncode == 0,
+                        imported=imported.stdout, import_errors=imported.stderr[-2000:])

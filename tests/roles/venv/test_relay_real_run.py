@@ -17,7 +17,7 @@ from localfleet.ports import free_port, is_listening
 from roles.uploads import SHA256_RECORD
 from roles.venv.wheelhouse import wheelhouse_files
 from roles.venv.wheelhouse_relay import relay_failure_line
-from tests.support.fleet_deploy import deploy, host_lines
+from tests.support.fleet_deploy import deploy, host_lines, operation_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.root]
 
@@ -37,14 +37,6 @@ def _seed_servers() -> list[str]:
     return found.stdout.splitlines()
 
 
-def _operation_names(log: str, prefix: str) -> set[str]:
-    """The names pyinfra printed for the one operation whose names start with `prefix`."""
-    starts = [line.split("--> Starting operation: ", 1)[1].strip() for line in log.splitlines()
-              if line.startswith("--> Starting operation: ") and prefix in line]
-    assert len(starts) == 1, starts
-    return set(starts[0].split(", "))
-
-
 def test_the_seed_gets_the_wheelhouse_once_and_the_others_pull_it_from_the_seed_for_the_run_only():
     from localfleet.fleet import Fleet
 
@@ -55,9 +47,8 @@ def test_the_seed_gets_the_wheelhouse_once_and_the_others_pull_it_from_the_seed_
             host.run(["useradd", "--create-home", "alice"])
         run = deploy(fleet.inventory, "tasks/venv.py")
         assert run.returncode == 0, run.explain()
-        # One operation for both hosts, named by each host's part of it: pushed to ws1, pulled by ws2. (pyinfra joins
-        # an operation's names from a set, so their order follows the hash seed: compare them as a set.)
-        assert _operation_names(run.log, f"Venv | Wheelhouse {SET}") == {
+        # One operation for both hosts, named by each host's part of it: pushed to ws1, pulled by ws2.
+        assert operation_names(run.log, f"Venv | Wheelhouse {SET}") == {
             f"Venv | Wheelhouse {SET}",
             f"Venv | Wheelhouse {SET}: hashes (wheels pulled from http://127.0.0.1:{port}/{SET}/)"}, run.explain()
 
