@@ -1,8 +1,13 @@
 """Benchmark (not a test): how the cost of a run grows with the fleet — wall time and controller CPU of
   (a) a no-op re-deploy (`pyinfra INVENTORY deploy.py`), split into its provisioning stages and the verification,
   (b) a re-verification (`pyinfra INVENTORY tasks/verify.py`),
-  (c) the fleet status (`pyinfra INVENTORY tasks/status.py`; skipped, saying so, while that task does not exist),
-each against pyinfra's own floor, `pyinfra INVENTORY exec -- true`, measured in the same round, interleaved.
+  (c) the fleet status (`pyinfra INVENTORY tasks/status.py`),
+each against pyinfra's own floor, `pyinfra INVENTORY exec -- true`, measured in the same round, interleaved; and the
+provisioning also against a second peer, "questions alone" (bench/ask_only.py): pyinfra asking every host the no-op
+deploy's read-ahead commands (recorded once, after setup) and running `true`, nothing else — the floor plus the
+hosts' own work of answering. Provisioning ÷ floor is the target; provisioning ÷ questions is what rocm-fleet adds
+on the controller (and its second command, the wheelhouse's hashes): on this machine the hosts' answers share the
+controller's cores, on a real fleet each host answers on its own.
 
     sudo .venv/bin/python bench/fleet_scale.py [--hosts 1,4,8,16] [--rounds 3] [--login admin|root] [--profile]
 
@@ -17,8 +22,8 @@ that costs the same as passing.
 Each run is one `pyinfra` process; its CPU (user + system) comes from wait4. `bench/run_probe.py` rides along in (a)
 to time the first operation of every stage and to count the commands (SSH round trips) and file transfers of every
 host per stage. The verification's yardstick is the host's own work: the runtime probe (`import torch, bitsandbytes`
-and NF4, `verify/checks/runtime_probe.py` with the verifier's arguments, exactly what it runs in the venv) timed inside ws1 alone, and inside all
-N hosts at once (on this machine N hosts share its cores; on a real fleet each has its own).
+and NF4, `verify/checks/runtime_probe.py` with the verifier's arguments, exactly what it runs in the venv) timed
+inside ws1 alone, and inside all N hosts at once (on this machine N hosts share its cores; on a real fleet each has its own).
 
 Targets: provisioning ≤ 1.5 × floor at every N and ≤ 1 s controller CPU per host; verification ≤ the host's
 own import + NF4 + 1 s; status ≤ 1.2 × floor. Absolute numbers move with the machine's load: read the ratios.
@@ -49,7 +54,6 @@ from verify.api import runtime_probe_arguments, runtime_probe_source  # noqa: E4
 
 VENV = "/opt/rocm-fleet/venv"
 HOST_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
-STATUS_TASK = REPO / "tasks" / "status.py"
 # The verifier's own arguments for the probe (verify/checks/runtime.run_probe), on the CPU as on every local host.
 PROBE_ARGUMENTS = runtime_probe_arguments("cpu")
 # Inside a host: time the runtime probe (what the verifier runs in the venv) and nothing else.
@@ -72,8 +76,8 @@ class Run:
     probe: dict | None = None
 
 
-def run_pyinfra(argv: list[str], probe_path: Path | None = None) -> Run:
-    env = dict(ENV)
+def run_pyinfra(argv: list[str], probe_path: Path | None = None, **extra_env: str) -> Run:
+    env = {**ENV, **extra_env}
     if probe_path is not None:
         env["ROCM_FLEET_PROBE"] = str(probe_path)
         probe_path.unlink(missing_ok=True)
@@ -98,6 +102,17 @@ def replicate_venv(fleet) -> None:
                 continue
             dest.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["cp", "-a", "--reflink=auto", str(source), str(dest)], check=True)
+
+
+def read_ahead_commands(inventory: str, probe_path: Path) -> list[str]:
+    """The commands of ws1's read-ahead in a no-op re-deploy (bench/run_probe.py records them): what
+    bench/ask_only.py asks every host, as the peer "questions alone". Local hosts share one configuration, so ws1's
+    commands are every host's."""
+    run = run_pyinfra([inventory, "bench/run_probe.py", "deploy.py", "-y"], probe_path)
+    commands = (run.probe or {}).get("batches", {}).get("ws1")
+    if not commands:
+        sys.exit("the no-op re-deploy read nothing ahead on ws1: no commands for the peer 'questions alone'")
+    return commands
 
 
 def host_own(hosts) -> float:
@@ -155,7 +170,6 @@ def main() -> int:
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
         sys.exit("run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/fleet_scale.py)")
-    have_status = STATUS_TASK.is_file()
 
     from localfleet import Fleet
 
@@ -174,6 +188,8 @@ def main() -> int:
             replicate_venv(fleet)
             setup = run_pyinfra([inventories[max(sizes)], "deploy.py", "-y"])
             print(f"  deploy on all {max(sizes)} hosts: {setup.wall:.1f} s, exit {setup.code}", flush=True)
+            asks = scratch / "asks.json"
+            asks.write_text(json.dumps(read_ahead_commands(inventories[max(sizes)], probe_path)))
 
             results: dict[int, dict[str, list]] = {n: collections.defaultdict(list) for n in sizes}
             probes: dict[int, dict] = {}
@@ -184,6 +200,8 @@ def main() -> int:
                     load_before = load()
                     floor = run_pyinfra([inventory, "exec", "-y", "--", "true"])
                     r["floor"].append((floor.wall, floor.cpu))
+                    asked = run_pyinfra([inventory, "bench/ask_only.py", "-y"], ROCM_FLEET_ASK=str(asks))
+                    r["asked"].append((asked.wall, asked.cpu))
                     deploy = run_pyinfra([inventory, "bench/run_probe.py", "deploy.py", "-y"], probe_path)
                     parts = stages_of(deploy)
                     r["deploy"].append((deploy.wall, deploy.cpu))
@@ -192,12 +210,12 @@ def main() -> int:
                     probes[n] = deploy.probe or {}
                     verify = run_pyinfra([inventory, "tasks/verify.py", "-y"])
                     r["verify"].append((verify.wall, verify.cpu))
-                    if have_status:
-                        status = run_pyinfra([inventory, "tasks/status.py", "-y"])
-                        r["status"].append((status.wall, status.cpu))
+                    status = run_pyinfra([inventory, "tasks/status.py", "-y"])
+                    r["status"].append((status.wall, status.cpu))
                     r["own1"].append((host_own(fleet.hosts[:1]), 0.0))
                     r["ownN"].append((host_own(fleet.hosts[:n]), 0.0))
-                    print(f"  round {round_number} N={n}: floor {floor.wall:.2f} s, deploy {deploy.wall:.2f} s "
+                    print(f"  round {round_number} N={n}: floor {floor.wall:.2f} s, questions alone "
+                          f"{asked.wall:.2f} s, deploy {deploy.wall:.2f} s "
                           f"(provisioning {parts['provisioning'][0]:.2f} s), verify {verify.wall:.2f} s; "
                           f"load {load_before} -> {load()}", flush=True)
 
@@ -212,13 +230,14 @@ def main() -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"load average at the end: {loads()}")
-    report(sizes, results, probes, have_status, args)
+    report(sizes, results, probes, args)
     return 0
 
 
-def report(sizes, results, probes, have_status, args) -> None:
+def report(sizes, results, probes, args) -> None:
     print(f"\nmedian of {args.rounds} rounds (wall s / controller CPU s); ratios against the floor of the same N")
-    header = ("N", "floor", "provisioning", "×floor", "CPU/host", "verification", "host own 1", "host own N",
+    header = ("N", "floor", "questions alone", "provisioning", "×floor", "×questions", "CPU/host", "verification",
+              "host own 1", "host own N",
               "tasks/verify.py", "×floor", "status", "×floor")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
@@ -226,14 +245,14 @@ def report(sizes, results, probes, have_status, args) -> None:
         r = results[n]
         m = {key: (median([v[0] for v in values]), median([v[1] for v in values])) for key, values in r.items()}
         floor = m["floor"]
-        status = (f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f}"
-                  if have_status else "skipped | –")
-        print(f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
-              f"{m['provisioning'][0] / floor[0]:.2f} | {m['provisioning'][1] / n:.2f} | "
+        status = f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f}"
+        asked = m["asked"]
+        print(f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {asked[0]:.2f} / {asked[1]:.2f} | "
+              f"{m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
+              f"{m['provisioning'][0] / floor[0]:.2f} | {m['provisioning'][0] / asked[0]:.2f} | "
+              f"{m['provisioning'][1] / n:.2f} | "
               f"{m['verification'][0]:.2f} / {m['verification'][1]:.2f} | {m['own1'][0]:.2f} | {m['ownN'][0]:.2f} | "
               f"{m['verify'][0]:.2f} / {m['verify'][1]:.2f} | {m['verify'][0] / floor[0]:.2f} | {status} |")
-    if not have_status:
-        print(f"(c) status: skipped — {STATUS_TASK.relative_to(REPO)} does not exist on this branch yet (branch fleet-view)")
     if len(sizes) > 1:
         low, high = sizes[0], sizes[-1]
 
@@ -243,7 +262,7 @@ def report(sizes, results, probes, have_status, args) -> None:
             return (b - a) / (high - low)
 
         print(f"\nper-host marginal cost, N={low}→{high} (wall s / CPU s per added host):")
-        for key in ("floor", "provisioning", "verification", "verify") + (("status",) if have_status else ()):
+        for key in ("floor", "asked", "provisioning", "verification", "verify") + ("status",):
             print(f"  {key:13s} {slope(key, 0):+.3f} / {slope(key, 1):+.3f}")
     n = sizes[-1]
     probe = probes.get(n)

@@ -9,6 +9,8 @@ Given as the first deploy file of a run, it changes nothing on any host and adds
   how long the host waited for them;
 - records, for the first operation of every stage, when it started (CLOCK_MONOTONIC, the same clock in every process
   on the machine) and the controller CPU used until then (getrusage of this process: pyinfra is one OS thread);
+- keeps the commands of the read-ahead (roles/run_reads.py's `_Batch` fact) per host, as the host's shell gets them
+  (before sudo): bench/fleet_scale.py runs them alone (bench/ask_only.py) as a peer;
 - writes all of it as JSON to $ROCM_FLEET_PROBE when the last host disconnects (pyinfra's last callback of a run).
 bench/fleet_scale.py reads it to split a run into its stages.
 """
@@ -56,6 +58,7 @@ class RunProbe(BaseStateCallback):
         self.stage_start: dict[str, tuple[float, float]] = {}
         self.execute_start: tuple[float, float] | None = None
         self.disconnected: set[str] = set()
+        self.batches: dict[str, list[str]] = {}  # host -> the read-ahead's commands, in order
 
     def count(self, current: Host, kind: str, what: str, call, *args, **kwargs):
         phase = "execute" if state.is_executing else "plan"
@@ -83,7 +86,7 @@ class RunProbe(BaseStateCallback):
         ended = (time.monotonic(), _cpu())
         document = {
             "loaded": self.loaded_at, "execute_start": self.execute_start, "stage_start": self.stage_start,
-            "ended": ended,
+            "ended": ended, "batches": self.batches,
             "calls": [dict(zip(("host", "phase", "stage", "kind", "what"), key.split("\t")), count=n,
                            seconds=self.seconds.get(key, 0.0))
                       for key, n in sorted(self.calls.items())],
@@ -99,6 +102,10 @@ def _install() -> RunProbe:
 
     def counted_run(self, *args, **kwargs):
         what = getattr(self, _MARK + "_fact", None) or "operation"
+        if what == "fact _Batch":
+            command = args[0]
+            probe.batches.setdefault(self.name, []).append(
+                command.get_raw_value() if hasattr(command, "get_raw_value") else str(command))
         return probe.count(self, "command", what, run_shell_command, *args, **kwargs)
 
     def counted_put(self, *args, **kwargs):

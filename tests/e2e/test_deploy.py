@@ -183,9 +183,12 @@ def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
     # in one command (roles/run_reads.py), and the wheelhouse's hashes, whose file names follow the host's Python —
     # two commands, where asking fact by fact took sixteen.
     if exempt == ALWAYS_RUN:
-        calls = json.loads(probe.read_text())["calls"]
+        recorded = json.loads(probe.read_text())
+        calls = recorded["calls"]
         for name in HOSTS:
             asked = sorted((call["phase"], call["stage"], call["kind"], call["what"]) for call in calls
                            if call["host"] == name and call["stage"] != "Verify" for _ in range(call["count"]))
             assert asked == [("plan", "(top level)", "command", "fact _Batch"),
                              ("plan", "Venv", "command", "fact _Batch")], (name, asked)
+            # ... and their commands, which bench/fleet_scale.py's peer "questions alone" runs on their own
+            assert len(recorded["batches"][name]) == 2 and all("rocm-fleet-" in c for c in recorded["batches"][name])
