@@ -21,6 +21,10 @@ Each run's files are removed from the hosts before the next (not timed). Reporte
 pyinfra process, plus the server process in pull mode), and the bytes that passed through the pyinfra process (sent
 over TCP: the kernel's count per connection, `ss -tinp`, sampled until it exits) and through the server (its own
 count).
+  own:  the hosts' own work alone, the peer: in N hosts at once, the wheel's bytes written to the host's disk and
+        hashed (sha256, as pip's --require-hashes), read from the controller's copy — no SSH, no HTTP, no pip. No
+        mode can leave a host less to do, so where its time at N hosts exceeds 2 × its own N=1, so must every mode's:
+        on this machine the N local hosts share two cores and one disk; on a real fleet each has its own.
 Targets: through the controller ≈ 1 × the wheelhouse for N hosts (not N ×); pull to 8 hosts ≤ 2 × one host.
 """
 
@@ -142,6 +146,36 @@ def run_pyinfra(argv: list[str], env: dict | None = None) -> tuple[float, int, i
     return time.monotonic() - started, process.returncode, sum(sent.values())
 
 
+# The least work any mode leaves each host: the wheel's bytes written to its disk and hashed (sha256 by hashlib, as pip
+# --require-hashes does), read here from the controller's copy (page cache), in 1 MiB chunks.
+OWN_WORK = (
+    "import hashlib, sys\n"
+    "digest = hashlib.sha256()\n"
+    "with open(sys.argv[1], 'rb') as source, open(sys.argv[2], 'wb') as dest:\n"
+    "    while chunk := source.read(1 << 20):\n"
+    "        digest.update(chunk)\n"
+    "        dest.write(chunk)\n"
+    "print(digest.hexdigest())\n"
+)
+
+
+def own_work(hosts, wheel: Path) -> float:
+    """Wall time of the hosts' own work alone (OWN_WORK) in N hosts at once — no SSH, no HTTP, no pip: the peer that
+    says where this machine bends, since its N hosts share two cores and one disk whatever the mode."""
+    expected = sha256_of(wheel)
+    destinations = [host.root / ON_HOST.lstrip("/") / WHEEL for host in hosts]
+    for destination in destinations:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    processes = [subprocess.Popen([sys.executable, "-c", OWN_WORK, str(wheel), str(destination)],
+                                  stdout=subprocess.PIPE, text=True) for destination in destinations]
+    digests = [process.communicate()[0].strip() for process in processes]
+    wall = time.monotonic() - started
+    if any(process.returncode != 0 for process in processes) or set(digests) != {expected}:
+        sys.exit(f"the hosts' own work failed: exits {[p.returncode for p in processes]}, digests {set(digests)}")
+    return wall
+
+
 def clean(hosts) -> None:
     for host in hosts:
         shutil.rmtree(host.root / ON_HOST.lstrip("/"), ignore_errors=True)
@@ -258,11 +292,17 @@ def main() -> int:
                     results[("relay", n)].append((wall, children_cpu() - before, written, served))
                     around.append(load())
                     clean(hosts)
+                    # the hosts' own work alone
+                    around.append(load())
+                    results[("own", n)].append((own_work(hosts, wheel_set / WHEEL), 0.0, 0, 0))
+                    around.append(load())
+                    clean(hosts)
                     push, pull, relayed = (results[(mode, n)][-1] for mode in ("push", "pull", "relay"))
                     print(f"  round {round_number} N={n}: push {push[0]:.1f} s (load {around[0]} -> {around[1]}), "
                           f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), relay {relayed[0]:.1f} s "
                           f"(load {around[4]} -> {around[5]}); pull/push {pull[0] / push[0]:.2f}, "
-                          f"relay/push {relayed[0] / push[0]:.2f}", flush=True)
+                          f"relay/push {relayed[0] / push[0]:.2f}; the hosts' own work alone "
+                          f"{results[('own', n)][-1][0]:.1f} s (load {around[6]} -> {around[7]})", flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -271,7 +311,7 @@ def main() -> int:
     print("| mode | N | wall s | × its N=1 | controller CPU s | through pyinfra (× wheelhouse) | "
           "through the server (× wheelhouse) | MB/s to all hosts |")
     print("|---|---|---|---|---|---|---|---|")
-    for mode in ("push", "pull", "relay"):
+    for mode in ("push", "pull", "relay", "own"):
         one = statistics.median(v[0] for v in results[(mode, sizes[0])])
         for n in sizes:
             values = results[(mode, n)]
@@ -279,8 +319,9 @@ def main() -> int:
             cpu = statistics.median(v[1] for v in values)
             written = statistics.median(v[2] for v in values)
             served = statistics.median(v[3] for v in values)
-            print(f"| {mode} | {n} | {wall:.1f} | {wall / one:.2f} | {cpu:.1f} | {written / size:.2f} | "
-                  f"{served / size:.2f} | {n * size / wall / 1e6:.0f} |")
+            through = "– | –" if mode == "own" else f"{written / size:.2f} | {served / size:.2f}"
+            print(f"| {mode} | {n} | {wall:.1f} | {wall / one:.2f} | {cpu:.1f} | {through} | "
+                  f"{n * size / wall / 1e6:.0f} |")
     return 0
 
 
