@@ -23,7 +23,8 @@ Each run is one `pyinfra` process; its CPU (user + system) comes from wait4. `be
 to time the first operation of every stage and to count the commands (SSH round trips) and file transfers of every
 host per stage. The verification's yardstick is the host's own work: the runtime probe (`import torch, bitsandbytes`
 and NF4, `verify/checks/runtime_probe.py` with the verifier's arguments, exactly what it runs in the venv) timed
-inside ws1 alone, and inside all N hosts at once (on this machine N hosts share its cores; on a real fleet each has its own).
+inside ws1 alone, and inside all N hosts at once (on this machine N hosts share its cores; on a real fleet each has
+its own).
 
 Targets: provisioning ≤ 1.5 × floor at every N and ≤ 1 s controller CPU per host; verification ≤ the host's
 own import + NF4 + 1 s; status ≤ 1.2 × floor. Absolute numbers move with the machine's load: read the ratios.
@@ -169,7 +170,8 @@ def main() -> int:
     args = parser.parse_args()
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/fleet_scale.py)")
+        sys.exit("run as root: a local fleet needs chroots, mounts and sshd "
+                 "(sudo .venv/bin/python bench/fleet_scale.py)")
 
     from localfleet import Fleet
 
@@ -201,7 +203,7 @@ def main() -> int:
                     floor = run_pyinfra([inventory, "exec", "-y", "--", "true"])
                     r["floor"].append((floor.wall, floor.cpu))
                     asked = run_pyinfra([inventory, "bench/ask_only.py", "-y"], ROCM_FLEET_ASK=str(asks))
-                    r["asked"].append((asked.wall, asked.cpu))
+                    r["questions"].append((asked.wall, asked.cpu))
                     deploy = run_pyinfra([inventory, "bench/run_probe.py", "deploy.py", "-y"], probe_path)
                     parts = stages_of(deploy)
                     r["deploy"].append((deploy.wall, deploy.cpu))
@@ -237,8 +239,7 @@ def main() -> int:
 def report(sizes, results, probes, args) -> None:
     print(f"\nmedian of {args.rounds} rounds (wall s / controller CPU s); ratios against the floor of the same N")
     header = ("N", "floor", "questions alone", "provisioning", "×floor", "×questions", "CPU/host", "verification",
-              "host own 1", "host own N",
-              "tasks/verify.py", "×floor", "status", "×floor")
+              "host own 1", "host own N", "tasks/verify.py", "×floor", "status", "×floor")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n in sizes:
@@ -246,7 +247,7 @@ def report(sizes, results, probes, args) -> None:
         m = {key: (median([v[0] for v in values]), median([v[1] for v in values])) for key, values in r.items()}
         floor = m["floor"]
         status = f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f}"
-        asked = m["asked"]
+        asked = m["questions"]
         print(f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {asked[0]:.2f} / {asked[1]:.2f} | "
               f"{m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
               f"{m['provisioning'][0] / floor[0]:.2f} | {m['provisioning'][0] / asked[0]:.2f} | "
@@ -262,7 +263,7 @@ def report(sizes, results, probes, args) -> None:
             return (b - a) / (high - low)
 
         print(f"\nper-host marginal cost, N={low}→{high} (wall s / CPU s per added host):")
-        for key in ("floor", "asked", "provisioning", "verification", "verify") + ("status",):
+        for key in ("floor", "questions", "provisioning", "verification", "verify", "status"):
             print(f"  {key:13s} {slope(key, 0):+.3f} / {slope(key, 1):+.3f}")
     n = sizes[-1]
     probe = probes.get(n)
