@@ -7,7 +7,8 @@ provisioning also against a second peer, "questions alone" (bench/ask_only.py): 
 deploy's read-ahead commands (recorded once, after setup) and running `true`, nothing else — the floor plus the
 hosts' own work of answering. Provisioning ÷ floor is the target; provisioning ÷ questions is what rocm-fleet adds
 on the controller (and its second command, the wheelhouse's hashes): on this machine the hosts' answers share the
-controller's cores, on a real fleet each host answers on its own.
+controller's cores, on a real fleet each host answers on its own. Likewise status against "status's question
+alone": bench/ask_only.py asking every host the status task's one command (roles/status/facts.KeptResults).
 
     sudo .venv/bin/python bench/fleet_scale.py [--hosts 1,4,8,16] [--rounds 3] [--login admin|root] [--profile]
 
@@ -51,6 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E402
+from roles.status.facts import KeptResults  # noqa: E402
 from verify.api import runtime_probe_arguments, runtime_probe_source  # noqa: E402
 
 VENV = "/opt/rocm-fleet/venv"
@@ -192,6 +194,8 @@ def main() -> int:
             print(f"  deploy on all {max(sizes)} hosts: {setup.wall:.1f} s, exit {setup.code}", flush=True)
             asks = scratch / "asks.json"
             asks.write_text(json.dumps(read_ahead_commands(inventories[max(sizes)], probe_path)))
+            status_ask = scratch / "status_ask.json"
+            status_ask.write_text(json.dumps([KeptResults().command()]))
 
             results: dict[int, dict[str, list]] = {n: collections.defaultdict(list) for n in sizes}
             probes: dict[int, dict] = {}
@@ -214,6 +218,8 @@ def main() -> int:
                     r["verify"].append((verify.wall, verify.cpu))
                     status = run_pyinfra([inventory, "tasks/status.py", "-y"])
                     r["status"].append((status.wall, status.cpu))
+                    status_asked = run_pyinfra([inventory, "bench/ask_only.py", "-y"], ROCM_FLEET_ASK=str(status_ask))
+                    r["status question"].append((status_asked.wall, status_asked.cpu))
                     r["own1"].append((host_own(fleet.hosts[:1]), 0.0))
                     r["ownN"].append((host_own(fleet.hosts[:n]), 0.0))
                     print(f"  round {round_number} N={n}: floor {floor.wall:.2f} s, questions alone "
@@ -239,14 +245,16 @@ def main() -> int:
 def report(sizes, results, probes, args) -> None:
     print(f"\nmedian of {args.rounds} rounds (wall s / controller CPU s); ratios against the floor of the same N")
     header = ("N", "floor", "questions alone", "provisioning", "×floor", "×questions", "CPU/host", "verification",
-              "host own 1", "host own N", "tasks/verify.py", "×floor", "status", "×floor")
+              "host own 1", "host own N", "tasks/verify.py", "×floor", "status", "×floor", "status's question alone",
+              "×question")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n in sizes:
         r = results[n]
         m = {key: (median([v[0] for v in values]), median([v[1] for v in values])) for key, values in r.items()}
         floor = m["floor"]
-        status = f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f}"
+        status = (f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f} | "
+                  f"{m['status question'][0]:.2f} | {m['status'][0] / m['status question'][0]:.2f}")
         asked = m["questions"]
         print(f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {asked[0]:.2f} / {asked[1]:.2f} | "
               f"{m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
@@ -263,7 +271,7 @@ def report(sizes, results, probes, args) -> None:
             return (b - a) / (high - low)
 
         print(f"\nper-host marginal cost, N={low}→{high} (wall s / CPU s per added host):")
-        for key in ("floor", "questions", "provisioning", "verification", "verify", "status"):
+        for key in ("floor", "questions", "provisioning", "verification", "verify", "status", "status question"):
             print(f"  {key:13s} {slope(key, 0):+.3f} / {slope(key, 1):+.3f}")
     n = sizes[-1]
     probe = probes.get(n)
