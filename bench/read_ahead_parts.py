@@ -4,8 +4,8 @@ roles/run_reads.py), fact by fact.
     sudo .venv/bin/python bench/read_ahead_parts.py [--rounds 15] [--login admin|root]
 
 One local Debian 12 host (localfleet) is brought up, deployed (venv from the offline wheelhouse) and deployed again
-with bench/run_probe.py, which records the read-ahead's commands as the host's shell got them. Each command is split
-at its marker lines into the facts' own commands, and every part runs inside the host (`sh -c`, as root, as the
+with bench/run_probe.py, which records the read-ahead's commands as the host's shell got them and each fact's own
+command in them; every fact's command runs inside the host (`sh -c`, as root, as the
 read-ahead does), in a new random order in every round, timed by a python3 inside the host with wait4: CPU (user +
 system of the part's shell and everything it waited for) and wall. The whole read-ahead, as one shell, runs in the
 same rounds. Medians; each part is named by the start of its command.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -46,16 +45,6 @@ TIME_PARTS = (
 )
 
 
-def split_parts(command: str) -> list[str]:
-    """The facts' own commands inside one read-ahead command (roles/run_reads._Batch: `echo TOKEN-i; ( COMMAND );
-    echo "TOKEN-i $?";` for each)."""
-    token = re.match(r"echo (rocm-fleet-[0-9a-f]+)-0;", command)
-    if token is None:
-        sys.exit(f"not a read-ahead command: {command[:80]}")
-    pattern = re.compile(rf'echo {token.group(1)}-(\d+); \( (.*?) \); echo "{token.group(1)}-\1 \$\?";', re.S)
-    return [match.group(2) for match in pattern.finditer(command)]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -74,8 +63,9 @@ def main() -> int:
         setup = run_pyinfra([inventory, "deploy.py", "-y"])
         print(f"deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
               "(1 expected: no ROCm on local hosts)", flush=True)
-        commands = read_ahead_commands(inventory, Path(scratch) / "probe.json")
-        parts = [part for command in commands for part in split_parts(command)] + ["\n".join(commands)]
+        probe_path = Path(scratch) / "probe.json"
+        commands = read_ahead_commands(inventory, probe_path)
+        parts = json.loads(probe_path.read_text())["batch_parts"]["ws1"] + ["\n".join(commands)]
         host = fleet.hosts[0]
         times: list[list[tuple[float, float]]] = [[] for _ in parts]
         for _ in range(args.rounds):

@@ -10,7 +10,8 @@ Given as the first deploy file of a run, it changes nothing on any host and adds
 - records, for the first operation of every stage, when it started (CLOCK_MONOTONIC, the same clock in every process
   on the machine) and the controller CPU used until then (getrusage of this process: pyinfra is one OS thread);
 - keeps the commands of the read-ahead (roles/run_reads.py's `_Batch` fact) per host, as the host's shell gets them
-  (before sudo): bench/fleet_scale.py runs them alone (bench/ask_only.py) as a peer;
+  (before sudo), and each fact's own command in them: bench/fleet_scale.py runs the former alone (bench/ask_only.py)
+  as a peer, bench/read_ahead_parts.py the latter one by one;
 - writes all of it as JSON to $ROCM_FLEET_PROBE when the last host disconnects (pyinfra's last callback of a run).
 bench/fleet_scale.py reads it to split a run into its stages.
 """
@@ -59,6 +60,7 @@ class RunProbe(BaseStateCallback):
         self.execute_start: tuple[float, float] | None = None
         self.disconnected: set[str] = set()
         self.batches: dict[str, list[str]] = {}  # host -> the read-ahead's commands, in order
+        self.batch_parts: dict[str, list[str]] = {}  # host -> each fact's own command in them, in order
 
     def count(self, current: Host, kind: str, what: str, call, *args, **kwargs):
         phase = "execute" if state.is_executing else "plan"
@@ -86,13 +88,18 @@ class RunProbe(BaseStateCallback):
         ended = (time.monotonic(), _cpu())
         document = {
             "loaded": self.loaded_at, "execute_start": self.execute_start, "stage_start": self.stage_start,
-            "ended": ended, "batches": self.batches,
+            "ended": ended, "batches": self.batches, "batch_parts": self.batch_parts,
             "calls": [dict(zip(("host", "phase", "stage", "kind", "what"), key.split("\t")), count=n,
                            seconds=self.seconds.get(key, 0.0))
                       for key, n in sorted(self.calls.items())],
         }
         with open(self.path, "w") as out:
             json.dump(document, out)
+
+
+def _raw(command) -> str:
+    """A command as the host's shell gets it (a pyinfra StringCommand unmasked, or a plain string)."""
+    return command.get_raw_value() if hasattr(command, "get_raw_value") else str(command)
 
 
 def _install() -> RunProbe:
@@ -104,8 +111,7 @@ def _install() -> RunProbe:
         what = getattr(self, _MARK + "_fact", None) or "operation"
         if what == "fact _Batch":
             command = args[0]
-            probe.batches.setdefault(self.name, []).append(
-                command.get_raw_value() if hasattr(command, "get_raw_value") else str(command))
+            probe.batches.setdefault(self.name, []).append(_raw(command))
         return probe.count(self, "command", what, run_shell_command, *args, **kwargs)
 
     def counted_put(self, *args, **kwargs):
@@ -116,6 +122,8 @@ def _install() -> RunProbe:
 
     def named_fact(self, fact, *args, **kwargs):
         setattr(self, _MARK + "_fact", f"fact {getattr(fact, '__name__', fact)}")
+        if getattr(fact, "__name__", None) == "_Batch":
+            probe.batch_parts.setdefault(self.name, []).extend(_raw(part) for part in kwargs.get("commands", ()))
         try:
             return get_fact(self, fact, *args, **kwargs)
         finally:
