@@ -13,7 +13,8 @@ plain data — contents as text, or one line saying why there are none — and p
 This module and verify/safe_read.py import only the standard library, because they also run alone: the status task
 (roles/status) sends both sources to a host for its own `python3 -I -S` (verify/api.py `KEPT_READER_SOURCES`), so
 reading a host's state needs no upload and works whatever verifier version the host has; `main()` prints one JSON
-document.
+document (`json_text`: json.dumps' text without importing the json package, which would cost each host more CPU than
+reading the files).
 
 `replace_file(directory, name, text)` writes under a private, unpredictable name in the same directory (created
 O_EXCL and O_NOFOLLOW relative to the directory, which is itself opened O_NOFOLLOW) and renames it over `name`: a
@@ -24,7 +25,6 @@ elsewhere with a symlink.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 import time
@@ -90,9 +90,49 @@ def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str
     return os.path.join(directory, name)
 
 
+def json_text(value) -> str:
+    """json.dumps(value), the same text, for plain data (dicts with str keys, lists, str, int, float, bool, None).
+
+    Why not json.dumps: importing the json package (its re, enum, functools …) costs a host ~7 ms of CPU, more than
+    everything this reader does after python3 has started, and the status task runs it on every host each time. The
+    strings go through the json package's own C encoder (_json, built into CPython), so they are escaped exactly as
+    json.dumps escapes them (tests/verify/report/test_kept_files.py compares the two on hostile text)."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:  # another Python: the package itself
+        import json
+
+        return json.dumps(value)
+
+    def text(item) -> str:
+        if isinstance(item, str):
+            return quote(item)
+        if item is None:
+            return "null"
+        if isinstance(item, bool):  # before int: True is an int
+            return "true" if item else "false"
+        if isinstance(item, int):
+            return int.__repr__(item)
+        if isinstance(item, float):
+            if item != item:
+                return "NaN"
+            if item in (float("inf"), float("-inf")):
+                return "Infinity" if item > 0 else "-Infinity"
+            return float.__repr__(item)
+        if isinstance(item, dict):
+            if not all(isinstance(key, str) for key in item):
+                raise TypeError("json_text: only str keys")
+            return "{" + ", ".join(f"{quote(key)}: {text(part)}" for key, part in item.items()) + "}"
+        if isinstance(item, (list, tuple)):
+            return "[" + ", ".join(text(part) for part in item) + "]"
+        raise TypeError(f"json_text: {type(item).__name__} is not plain data")
+
+    return text(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    json.dump(read_kept_files(argv[0] if argv else STATE_ROOT), sys.stdout)
+    sys.stdout.write(json_text(read_kept_files(argv[0] if argv else STATE_ROOT)))
     sys.stdout.write("\n")
     return 0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from verify.api import KEPT_READER_SOURCES
-from verify.report.kept_files import KEPT, read_kept_files, replace_file
+from verify.report.kept_files import KEPT, json_text, read_kept_files, replace_file
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -112,3 +112,24 @@ def test_replace_file_never_writes_through_a_symlink(tmp_path):
     with pytest.raises(OSError):
         replace_file(str(tmp_path / "linked"), "rocm_fleet.prom", "a 1\n")
     assert list((tmp_path / "elsewhere-dir").iterdir()) == []
+
+
+def test_json_text_is_json_dumps_text_for_hostile_text_and_every_plain_type():
+    """The status program prints with json_text (no json import on the host): byte for byte what json.dumps gives,
+    for text a kept file can hold (every escape, non-ASCII, astral and lone surrogates — a host name from uname(2) is
+    decoded with surrogateescape), numbers at the edges and nesting."""
+    text = "".join(chr(c) for c in range(0, 0x800)) + "\U0001F600\udc80\ud800\"\\\u2028\u2029\x7f"
+    values = [
+        {"hostname": "ws\udcff1", "now": 1796248478.7284958, "files": {
+            "verification": {"path": "/var/lib/rocm-fleet/last-verify.json", "text": text},
+            "apt_hook": {"path": "/x", "missing": True}, "boot_check": {"path": "/y", "error": "/y: a FIFO"}}},
+        [0, -1, 2 ** 70, -0.0, 1e300, 5e-324, 0.1, float("nan"), float("inf"), float("-inf"), True, False, None],
+        {"": [], "a": {}, "b": [[{"c": ()}]]},
+        "",
+    ]
+    for value in values:
+        assert json_text(value) == json.dumps(value)
+    assert json.loads(json_text(values[0])) == values[0]  # and it reads back
+    for bad in ({1: "x"}, {"x": object()}, {"x": b"bytes"}):
+        with pytest.raises(TypeError):
+            json_text(bad)
