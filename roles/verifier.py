@@ -41,7 +41,10 @@ REMOTE_VERIFIER = f"{REMOTE_DIR}/{VERIFIER_NAME}"
 # verifier's own 0/1/2 nor a shell's 126/127.
 STALE_EXIT = 3
 
-_MAIN = b"import sys\n\nfrom verify.cli import main\n\nsys.exit(main())\n"
+# The archive's entry: verify/__main__.py, after putting the modules' compiled code kept on the host in use
+# (verify/bytecode_cache.py: zipimport compiles every module on every run otherwise).
+_MAIN = (b"import sys\n\nfrom verify.bytecode_cache import use_cache\n\nuse_cache()\n\n"
+         b"from verify.cli import main  # noqa: E402\n\nsys.exit(main())\n")
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can carry: entries must not depend on file mtimes
 
 
