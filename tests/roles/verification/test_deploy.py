@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -137,10 +138,14 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert [e["verdict"] for e in history["ws-down"]] == ["UNREACHABLE", "UNREACHABLE"]
 
     # Nothing changed on the host but the uploaded verifier (with the upload's sha256 record beside it,
-    # roles/uploads.py) and the report it keeps (no node_exporter directory here, so no metrics file): not elsewhere
-    # under /var/lib, not in the venv.
-    assert changed == ["./rocm-fleet", "./rocm-fleet/.rocm-fleet-sha256", "./rocm-fleet/last-verify.json",
-                       "./rocm-fleet/verify.pyz"]
+    # roles/uploads.py), its modules' compiled code (verify/bytecode_cache.py) and the report it keeps (no
+    # node_exporter directory here, so no metrics file): not elsewhere under /var/lib, not in the venv.
+    compiled = [path for path in changed if path.startswith("./rocm-fleet/bytecode/")]
+    assert compiled and all(re.fullmatch(r"\./rocm-fleet/bytecode/(verify|elftools)[.\w]*\.cpython-\d+\.[-0-9a-f]+",
+                                         path) for path in compiled), compiled
+    assert [path for path in changed if path not in compiled] == [
+        "./rocm-fleet", "./rocm-fleet/.rocm-fleet-sha256", "./rocm-fleet/bytecode", "./rocm-fleet/last-verify.json",
+        "./rocm-fleet/verify.pyz"]
     assert tree_state(venv) == before
 
     # Second run: the verifier upload changes nothing (its directory, root's 755 already, is not even planned: read
