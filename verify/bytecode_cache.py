@@ -42,7 +42,7 @@ MAX_ENTRIES = 2000  # about twenty archives' worth; past this the directory is e
 
 def use_cache() -> bool:
     """Load the archive's modules through the cache, where it may be used (see the module docstring): True if so."""
-    loader = getattr(sys.modules[__name__].__spec__, "loader", None)
+    loader = getattr(__spec__, "loader", None)
     if not isinstance(loader, zipimport.zipimporter) or os.geteuid() != 0:
         return False  # run from a checkout (python -m verify), or not as root
     directory = _open_directory(os.path.dirname(loader.archive))

@@ -150,3 +150,20 @@ def test_an_entry_that_is_not_roots_own_whole_code_for_that_module_is_never_run(
     TAMPERED[case](entry_of(directory, "verify.cli"), directory)
     done = run(directory)
     assert PLANTED not in done.stdout and "libc.so.6" in done.stdout
+
+
+def test_a_cache_grown_past_its_bound_is_emptied_before_the_next_write(tmp_path):
+    """Each new archive adds its entries beside the old ones; past MAX_ENTRIES files the directory is emptied first,
+    so a host that has seen many deploys does not keep every one."""
+    from verify.bytecode_cache import MAX_ENTRIES
+
+    directory = host_dir(tmp_path)
+    cache = directory / "bytecode"
+    cache.mkdir(mode=0o700)
+    for index in range(MAX_ENTRIES):
+        (cache / f"verify.old{index}.cpython-311.0-0").write_bytes(b"")
+    run(directory)
+    left = sorted(path.name for path in cache.iterdir())
+    assert left and not any(name.startswith("verify.old") for name in left), left[:5]
+    assert len(left) < MAX_ENTRIES
+    entry_of(directory, "verify.cli")  # and the run's own entries are there
