@@ -1,13 +1,15 @@
 """`python -m localfleet up|down|status` — the command line of the local test fleet.
 
 Exit codes: 0 done, 1 the fleet could not be brought up or torn down (one line says why), 2 bad usage,
-130 interrupted (after tearing down what had been started).
+130 interrupted (after tearing down what had been started). A reader that stops early (`… status | head`) is not an
+error: what it did not read is dropped.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
@@ -117,10 +119,23 @@ def main(argv: list[str] | None = None) -> int:
                         stream=sys.stderr)
     unwind_on_signals()  # a half-done `up` tears itself down
     try:
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught, not at exit
+        return code
+    except BrokenPipeError:
+        _discard_stdout()
+        return 0
     except FleetError as error:
         log.error("%s", error)
         return 1
     except Interrupted as why:
         log.error("interrupted (%s); what was started has been torn down", why)
         return 130
+
+
+def _discard_stdout() -> None:
+    """Python flushes stdout once more at exit, which would fail again with an "Exception ignored" message: point it
+    at /dev/null, so what is left in its buffer has somewhere to go."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -102,6 +102,18 @@ def test_up_status_down(cache):
     assert list((cache / "fleets").iterdir()) == []  # the lock file goes with the fleet
 
 
+def test_status_into_a_pipe_its_reader_closed_exits_0_without_a_traceback(cache):
+    """`python -m localfleet status | head` once ended in a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before status writes its first line
+    try:
+        status = subprocess.run([sys.executable, "-m", "localfleet", "status"], stdout=write_end, stderr=subprocess.PIPE,
+                                text=True, cwd=REPO, env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+    finally:
+        os.close(write_end)
+    assert (status.returncode, status.stderr) == (0, "")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_halfway_through_up_tears_down_and_exits_130_even_if_started_with_it_blocked(cache, sig):
     up = start_up(cache, "sig", preexec_fn=block_interrupts)
