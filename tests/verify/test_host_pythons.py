@@ -1,0 +1,125 @@
+"""The verifier archive run by each python3 a workstation may have: Ubuntu 22.04's 3.10, Debian 12's 3.11 (this
+machine's /usr/bin/python3, what every other test runs), Ubuntu 24.04's 3.12, and 3.13.
+
+A host runs `python3 -I -S verify.pyz …` with its own interpreter, so the verifier must give the same answer under
+each: the same report, fact for fact, but `host.python`, on a provisioned stand-in image and on one a dpkg run
+changed (strays, a library now found elsewhere), and the same compiled-code cache behaviour (an entry per
+interpreter, each taking only its own).
+
+The interpreters are CPython builds that this machine kind carries under pyenv (/root/.pyenv/versions/3.X.Y);
+Debian 12 packages only 3.11. A missing one is a skip that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from roles.verifier import zipapp_bytes
+from tests.support.drift_images import Workstation
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the cache is root's only")]
+
+DEBIAN_PYTHON3 = "/usr/bin/python3"
+OTHER_PYTHONS = {"3.10": "Ubuntu 22.04", "3.12": "Ubuntu 24.04", "3.13": "the next"}
+PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
+
+
+def interpreter(version: str) -> str:
+    """The newest pyenv build of CPython `version` (3.X), or a skip."""
+    found = sorted((path for path in PYENV.glob(f"{version}.*/bin/python3")
+                    if re.fullmatch(rf"{re.escape(version)}\.\d+", path.parents[1].name)),
+                   key=lambda path: int(path.parents[1].name.rsplit(".", 1)[1]))
+    if not found:
+        pytest.skip(f"no CPython {version} ({OTHER_PYTHONS[version]}'s python3) under {PYENV}")
+    return str(found[-1])
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    """verify.pyz in a directory of root's, mode 0755, as on a host (/var/lib/rocm-fleet)."""
+    directory = tmp_path_factory.mktemp("host") / "rocm-fleet"
+    directory.mkdir(mode=0o755)
+    (directory / "verify.pyz").write_bytes(zipapp_bytes())
+    return directory / "verify.pyz"
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory) -> dict[str, Path]:
+    provisioned = Workstation.provisioned(tmp_path_factory.mktemp("provisioned") / "ws")
+    drifted = Workstation.provisioned(tmp_path_factory.mktemp("drifted") / "ws")
+    drifted.distro_rocm_smi()  # Debian's librocm-smi64-1 and what came with it: strays, and a library found elsewhere
+    return {"provisioned": provisioned.root, "drifted": drifted.root}
+
+
+def check(python: str, archive: Path, root: Path) -> tuple[dict, int]:
+    done = subprocess.run([python, "-I", "-S", str(archive), "check", "--root", str(root), "--venv",
+                           "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4", "--json"],
+                          capture_output=True, text=True, timeout=300, cwd="/")
+    assert done.stdout.startswith("{"), done.stderr
+    return json.loads(done.stdout), done.returncode
+
+
+def comparable(report: dict) -> dict:
+    return {**report, "generated_at": None, "host": {**report["host"], "python": None}}
+
+
+@pytest.fixture(scope="module")
+def debian_reports(archive, images) -> dict[str, tuple[dict, int]]:
+    return {name: check(DEBIAN_PYTHON3, archive, root) for name, root in images.items()}
+
+
+def test_debian_python3_gives_the_two_verdicts_the_other_pythons_are_held_to(debian_reports):
+    statuses = {name: {c["id"]: c["status"] for c in report["checks"]} for name, (report, _) in debian_reports.items()}
+    # The provisioned image warns (torch's own HIP beside ROCm's, in one process: the real wheel's layout).
+    assert (debian_reports["provisioned"][0]["verdict"], debian_reports["provisioned"][1]) == ("warn", 0)
+    assert statuses["provisioned"]["strays"] == "pass"
+    assert (debian_reports["drifted"][0]["verdict"], debian_reports["drifted"][1]) == ("fail", 1), statuses["drifted"]
+    assert statuses["drifted"]["strays"] != "pass" and statuses["drifted"]["linkage.static"] == "fail"
+
+
+@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
+def test_each_hosts_python3_writes_the_report_debians_writes(version, archive, images, debian_reports):
+    python = interpreter(version)
+    for name, root in images.items():
+        report, code = check(python, archive, root)
+        assert report["host"]["python"].startswith(f"{version}.")
+        expected, expected_code = debian_reports[name]
+        assert (name, code, comparable(report)) == (name, expected_code, comparable(expected))
+
+
+@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
+def test_each_python3_keeps_its_own_compiled_modules_beside_the_others(version, tmp_path):
+    directory = tmp_path / "rocm-fleet"
+    directory.mkdir(mode=0o755)
+    (directory / "verify.pyz").write_bytes(zipapp_bytes())
+    pythons = {version: interpreter(version), "3.11": DEBIAN_PYTHON3}
+
+    def ldd(python: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([python, "-I", "-S", str(directory / "verify.pyz"), "ldd", "/bin/true"],
+                              capture_output=True, text=True, timeout=120, cwd="/")
+        assert done.returncode == 0, done.stderr
+        return done
+
+    first = {v: ldd(python).stdout for v, python in pythons.items()}
+    tags = {v: f"cpython-{v.replace('.', '')}" for v in pythons}
+    cache = directory / "bytecode"
+    kept = {v: {p.name.split(f".{tag}.")[0] for p in cache.iterdir() if f".{tag}." in p.name} for v, tag in tags.items()}
+    assert kept[version] == kept["3.11"] and {"verify.cli", "elftools.elf.structs"} <= kept[version]
+    assert len(list(cache.iterdir())) == 2 * len(kept["3.11"])  # nothing but the two interpreters' entries
+    # Each takes its own: an entry of the other's is never run (its magic number is another's), so only the planted
+    # one changes what runs.
+    cli_entry = next(p for p in cache.iterdir() if p.name.startswith(f"verify.cli.{tags[version]}."))
+    filename = f"{directory / 'verify.pyz'}/verify/cli.py"
+    subprocess.run([pythons[version], "-c", "import importlib.util, marshal, sys\n"
+                    "code = compile('print(\"FROM CACHE\"); raise SystemExit(0)', sys.argv[2], 'exec')\n"
+                    "open(sys.argv[1], 'wb').write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))",
+                    str(cli_entry), filename], check=True, timeout=60)
+    assert ldd(pythons[version]).stdout.strip() == "FROM CACHE"
+    assert ldd(DEBIAN_PYTHON3).stdout == first["3.11"] and "libc.so.6" in first["3.11"]
+    assert first[version] == first["3.11"]
