@@ -6,15 +6,14 @@ each: the same report, fact for fact, but `host.python`, on a provisioned stand-
 changed (strays, a library now found elsewhere), and the same compiled-code cache behaviour (an entry per
 interpreter, each taking only its own).
 
-The interpreters are CPython builds that this machine kind carries under pyenv (/root/.pyenv/versions/3.X.Y);
-Debian 12 packages only 3.11. A missing one is a skip that names it.
+The interpreters: tests/support/host_pythons.py (pyenv's builds; Debian 12 packages only 3.11). The facts' own
+programs under the same interpreters: tests/roles/status/test_facts.py, tests/roles/venv/test_facts.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -22,22 +21,9 @@ import pytest
 
 from roles.verifier import zipapp_bytes
 from tests.support.drift_images import Workstation
+from tests.support.host_pythons import DEBIAN_PYTHON3, OTHER_PYTHONS, interpreter
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the cache is root's only")]
-
-DEBIAN_PYTHON3 = "/usr/bin/python3"
-OTHER_PYTHONS = {"3.10": "Ubuntu 22.04", "3.12": "Ubuntu 24.04", "3.13": "the next"}
-PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
-
-
-def interpreter(version: str) -> str:
-    """The newest pyenv build of CPython `version` (3.X), or a skip."""
-    found = sorted((path for path in PYENV.glob(f"{version}.*/bin/python3")
-                    if re.fullmatch(rf"{re.escape(version)}\.\d+", path.parents[1].name)),
-                   key=lambda path: int(path.parents[1].name.rsplit(".", 1)[1]))
-    if not found:
-        pytest.skip(f"no CPython {version} ({OTHER_PYTHONS[version]}'s python3) under {PYENV}")
-    return str(found[-1])
 
 
 @pytest.fixture(scope="module")

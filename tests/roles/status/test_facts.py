@@ -18,18 +18,22 @@ from pathlib import Path
 import pytest
 
 from roles.status.facts import PROGRAM, KeptResults
+from tests.support.host_pythons import OTHER_PYTHONS, interpreter, path_with
 from tests.support.report_samples import sample
 from verify.api import KEPT_READER_SOURCES
 from verify.report.hook_state import HookResult
 
 
-def run_fact(kept: Path) -> dict:
+def run_fact(kept: Path, python3: str | None = None) -> dict:
+    """The fact's command on `kept` as the host's /var/lib/rocm-fleet; `python3`: the host's python3 (default: this
+    machine's, from PATH)."""
     command = KeptResults().command()
     # /var/lib is a tmpfs inside the namespace: nothing is created on this machine's own /var/lib.
     script = (f"mount -t tmpfs tmpfs /var/lib && mkdir /var/lib/rocm-fleet && "
               f"mount --bind {shlex.quote(str(kept))} /var/lib/rocm-fleet && {command}")
+    env = None if python3 is None else {**os.environ, "PATH": path_with(python3)}
     done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     return KeptResults().process(done.stdout.splitlines())
 
@@ -48,6 +52,21 @@ def test_the_command_reads_what_the_host_keeps_and_nothing_else(tmp_path):
     assert files["verification"]["path"] == "/var/lib/rocm-fleet/last-verify.json"
     assert json.loads(files["apt_hook"]["text"])["kind"] == "rocm-fleet.apt-hook-result"
     assert files["boot_check"] == {"path": "/var/lib/rocm-fleet/boot-check/last.json", "missing": True}
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a mount namespace")
+@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
+def test_each_hosts_python3_answers_what_debians_answers(tmp_path, version):
+    """Ubuntu 22.04's 3.10, 24.04's 3.12, 3.13 (tests/support/host_pythons.py) against this machine's 3.11."""
+    kept = tmp_path / "kept"
+    (kept / "apt-hook").mkdir(parents=True)
+    report = sample()
+    (kept / "last-verify.json").write_text(json.dumps(report.to_json()) + "\u2028 caf\u00e9 \"\\")
+    (kept / "apt-hook" / "last.json").write_text(json.dumps(HookResult(report.generated_at, report).to_json()))
+    theirs, ours = run_fact(kept, interpreter(version)), run_fact(kept)
+    assert "error" not in theirs and theirs["files"]["verification"]["text"].endswith("\u2028 caf\u00e9 \"\\")
+    assert {**theirs, "now": None} == {**ours, "now": None}
 
 
 def test_the_command_is_the_kept_files_reader_itself_run_by_the_systems_bare_python3(tmp_path):

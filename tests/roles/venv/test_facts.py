@@ -16,6 +16,7 @@ from pyinfra.api.exceptions import FactProcessError
 
 from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import HostPython, VenvState
+from tests.support.host_pythons import OTHER_PYTHONS, interpreter, path_with
 
 
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -60,6 +61,20 @@ def test_venv_contents_of_a_fresh_venv(tmp_path):
     assert found.owner == ME
     assert "torch" not in found.packages
     assert found.broken is None and found.foreign is None
+
+
+@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
+def test_venv_contents_read_by_each_hosts_python3_is_what_debians_reads(tmp_path, version):
+    """The program runs under the host's python3: Ubuntu 22.04's 3.10, 24.04's 3.12, 3.13
+    (tests/support/host_pythons.py) against this machine's 3.11, on a venv with a package in it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
+    (site / "Caf\u00e9_Pkg-1.0+local.dist-info").mkdir()
+    (site / "Caf\u00e9_Pkg-1.0+local.dist-info" / "METADATA").write_text("Name: Caf\u00e9_Pkg\nVersion: 1.0+local\n\nbody\n")
+    python3 = interpreter(version)
+    theirs = run_fact(VenvContents(), env={**os.environ, "PATH": path_with(python3)}, path=str(tmp_path / "v"))
+    assert theirs == run_fact(VenvContents(), path=str(tmp_path / "v"))
+    assert theirs.packages == {"caf\u00e9-pkg": "1.0+local"} and theirs.broken is None
 
 
 def test_venv_contents_absent_and_broken(tmp_path):
