@@ -6,11 +6,12 @@ operations ask theirs one after another. A no-op re-deploy asked every host 16 q
 fleet_scale.py counts them), most of the provisioning stages' time above pyinfra's own floor. Here:
 
 - `read_ahead(asks)`: every fact in `asks` that this run has not read from the host yet, in ONE command — each fact's
-  own command in a subshell between marker lines that carry 128 random bits (nothing a file on the host prints can
-  forge a boundary), each answer parsed by the fact's own `process`, as pyinfra would. A fact whose command fails,
-  or that needs another shell or a required command, is left out: asked alone when it is read, with pyinfra's own
-  error handling. Each stage says what it will read (`@stage(..., reads=)`, roles/stage.py); deploy.py reads ahead
-  for all its stages at once, so a whole no-op deploy asks each host once.
+  own command in a subshell of its own, all at the same time, its answer between marker lines that carry 128 random
+  bits (nothing a file on the host prints can forge a boundary), each answer parsed by the fact's own `process`, as
+  pyinfra would. A fact whose command fails, or that needs another shell or a required command, is left out: asked
+  alone when it is read, with pyinfra's own error handling. Each stage says what it will read (`@stage(...,
+  reads=)`, roles/stage.py); deploy.py reads ahead for all its stages at once, so a whole no-op deploy asks each host
+  once.
 - `ask(fact, **kwargs)` — what the stages call instead of `host.get_fact`: the answer read ahead, while this run has
   changed nothing on the host since (no operation on it has run a command yet; pyinfra runs a host's operations in
   order), else the host is asked now. After the first change every answer is fresh, as in pyinfra.
@@ -74,13 +75,23 @@ def _batchable(ask: Ask) -> bool:
 
 
 class _Batch(FactBase):
-    """Several facts' commands in one: `echo TOKEN-i; ( command ); echo "TOKEN-i $?"` for each, in order. The output
-    is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
+    """Several facts' commands in one, run at the same time: each in a background subshell that writes
+    `TOKEN-i`, the command's output and `TOKEN-i STATUS` to its own file in a private directory (`mktemp -d`: root's,
+    mode 0700, an unpredictable name, removed at the end); once all have ended, the files are printed in order. So a
+    host answers in the time of its slowest question, not of all of them one after another (on a workstation each
+    runs on a core of its own). STATUS comes from the subshell's EXIT trap: an `exit N` in a command is its status,
+    as in `( command )`. Where no private directory can be made, nothing runs and each fact is asked alone. The
+    output is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
 
     def command(self, token: str, commands: list) -> StringCommand:
-        bits: list = []
+        # Exit status 0 whatever happens here: a failed _Batch would fail the host in pyinfra; an answer that is
+        # missing is only asked alone.
+        bits: list = ["d=$(mktemp -d)", "||", "exit", "0;", "trap", "'rm -rf -- \"$d\"'", "EXIT;",
+                      "trap", "'exit 129'", "HUP", "INT", "TERM;"]
         for index, command in enumerate(commands):
-            bits += ["echo", f"{token}-{index};", "(", command, ");", "echo", f'"{token}-{index} $?";']
+            bits += ["(", "exec", f'>"$d/{index}";', "trap", f"'echo \"{token}-{index} $?\"'", "EXIT;",
+                     "echo", f"{token}-{index};", command, ")", "&"]
+        bits += ["wait;", "cat", "--", *(f'"$d/{index}"' for index in range(len(commands))), "||", "true"]
         return StringCommand(*bits)
 
     def process(self, output) -> list[str]:
@@ -88,13 +99,17 @@ class _Batch(FactBase):
 
 
 def split(lines: list[str], token: str, count: int) -> dict[int, list[str]]:
-    """{index: the stdout lines of command `index`} for each command that ended with exit status 0."""
+    """{index: the stdout lines of command `index`} for each command that ended with exit status 0. A command whose
+    end line never came (its shell died, or it set an EXIT trap of its own) is not an answer; the next start line
+    begins the next answer all the same."""
     answers: dict[int, list[str]] = {}
     index, body = None, []
     for line in lines:
+        started = line[len(token) + 1:] if line.startswith(f"{token}-") else ""
+        if started.isdigit():
+            index, body = int(started), []
+            continue
         if index is None:
-            if line.startswith(f"{token}-") and line[len(token) + 1:].isdigit():
-                index, body = int(line[len(token) + 1:]), []
             continue
         if line == f"{token}-{index} 0":
             if 0 <= index < count:

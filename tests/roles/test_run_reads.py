@@ -9,6 +9,7 @@ bench/fleet_scale.py (bench/run_probe.py)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from pyinfra.api import Config, FactBase, Inventory, State
@@ -150,6 +151,11 @@ def test_split_keeps_only_the_answers_that_ended_with_exit_status_0_under_this_r
     assert run_reads.split(lines, TOKEN, 4) == {0: ["a", "rocm-fleet-" + "cd" * 16 + "-1 0"], 2: []}
 
 
+def test_an_answer_whose_end_never_came_is_dropped_and_the_next_start_line_begins_the_next():
+    lines = [f"{TOKEN}-0", "a", f"{TOKEN}-1", "b", f"{TOKEN}-1 0", f"{TOKEN}-2", "c", f"{TOKEN}-2 0"]
+    assert run_reads.split(lines, TOKEN, 3) == {1: ["b"], 2: ["c"]}
+
+
 def test_an_answer_for_a_question_not_asked_is_dropped():
     assert run_reads.split([f"{TOKEN}-7", "x", f"{TOKEN}-7 0"], TOKEN, 2) == {}
 
@@ -209,6 +215,78 @@ def test_a_fact_that_fails_in_the_batch_is_asked_alone_once_and_not_batched_agai
         with pytest.raises(PyinfraError, match="No hosts remaining"):
             run_reads.ask(_Fails)  # pyinfra's own get_fact: it fails the host, as without a read-ahead
         assert asked == ["_Batch", "_Fails"]
+
+
+class _WaitsForTheNext(FactBase):
+    """Answers only once the question after it in the batch has run: it reads a FIFO that one writes."""
+
+    def command(self, fifo: str) -> str:
+        return f"timeout 120 cat {fifo}"
+
+    def process(self, output):
+        return list(output)
+
+
+class _WritesForThePrevious(FactBase):
+    def command(self, fifo: str) -> str:
+        return f"timeout 120 sh -c 'echo from-the-next > {fifo}' && echo written"
+
+    def process(self, output):
+        return list(output)
+
+
+def test_the_questions_of_one_command_run_at_the_same_time(local_host, tmp_path):
+    """One after another, the first would wait for the second until its `timeout` and fail: a host would answer in
+    the time of all its questions, not of its slowest."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead([run_reads.Ask.of(_WaitsForTheNext, fifo=str(fifo)),
+                              run_reads.Ask.of(_WritesForThePrevious, fifo=str(fifo))])
+        assert run_reads.ask(_WaitsForTheNext, fifo=str(fifo)) == ["from-the-next"]
+        assert run_reads.ask(_WritesForThePrevious, fifo=str(fifo)) == ["written"]
+    assert asked == ["_Batch"]
+
+
+class _Script(FactBase):
+    def command(self, script: str) -> str:
+        return script
+
+    def process(self, output):
+        return list(output)
+
+
+def test_each_answer_is_its_own_commands_exit_status_and_output_and_the_private_directory_goes(local_host, tmp_path,
+                                                                                              monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where mktemp makes the batch's directory
+    scripts = {"exit 0 after output": "echo fine; exit 0", "exit 3": "echo partial; exit 3",
+               "its own EXIT trap": "trap 'echo bye' EXIT; echo hi", "ends in ;": "echo semi;", "cd and a variable": "cd / && x=1 && echo \"$x $(pwd)\"",
+               "no output": "true"}
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead([run_reads.Ask.of(_Script, script=script) for script in scripts.values()])
+        assert list(tmp_path.iterdir()) == []  # removed once printed
+        known = run_reads._host_reads()
+        answered = {name: known.get(run_reads.Ask.of(_Script, script=script).key(), "asked alone")
+                    for name, script in scripts.items()}
+    assert answered == {"exit 0 after output": ["fine"], "exit 3": "asked alone",
+                        # its trap took the place of the one that writes the end line: no end, no answer
+                        "its own EXIT trap": "asked alone", "ends in ;": ["semi"], "cd and a variable": ["1 /"],
+                        "no output": None}  # no output: the fact's default, as pyinfra gives it
+    assert asked == ["_Batch"]
+
+
+def test_where_no_private_directory_can_be_made_every_question_is_asked_alone_and_the_host_goes_on(local_host,
+                                                                                                  monkeypatch):
+    monkeypatch.setenv("TMPDIR", "/nonexistent/tmp")
+    state, host, asked = local_host
+    with ctx_state.use(state), ctx_host.use(host):
+        run_reads.read_ahead(run_reads.Ask.of(fact, **kwargs) for fact, kwargs in QUESTIONS)
+        ahead = [run_reads.ask(fact, **kwargs) for fact, kwargs in QUESTIONS]
+        alone = [host.get_fact(fact, **kwargs) for fact, kwargs in QUESTIONS]
+    assert ahead == alone
+    assert asked == ["_Batch"] + [fact.__name__ for fact, _ in QUESTIONS] * 2
 
 
 def test_once_an_operation_ran_a_command_on_the_host_every_answer_is_asked_again(local_host):
