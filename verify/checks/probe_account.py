@@ -100,24 +100,48 @@ def probe_account(requested: str | None, venv_root: Path) -> ProbeAccount:
     return ProbeAccount.of(entry)
 
 
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
 def root_probe_refusal(venv_root: Path) -> str | None:
     """Why root must not run the probe in this venv: its first entry owned by, or writable by, an account other than
-    root (a .pth file there runs at interpreter start); None when it is root's alone. Nothing is followed or opened."""
-    for directory, subdirectories, names in os.walk(venv_root):
-        for name in subdirectories + names:
-            path = os.path.join(directory, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            writable = not stat.S_ISLNK(info.st_mode) and (
-                info.st_mode & stat.S_IWOTH or (info.st_mode & stat.S_IWGRP and info.st_gid != 0))
-            if info.st_uid != 0 or writable:
-                try:
-                    owner = pwd.getpwuid(info.st_uid).pw_name
-                except KeyError:
-                    owner = f"uid {info.st_uid}"
-                why = f"belongs to {owner}" if info.st_uid != 0 else "is writable by other accounts"
-                return (f"not run as root: {path} {why}, and code in the venv would run as root — pass --probe-user "
-                        f"with the venv's owner (venv_owner), or rebuild the venv as root's")
+    root (a .pth file there runs at interpreter start); None when it is root's alone. Nothing is followed, and only
+    directories are opened (O_DIRECTORY | O_NOFOLLOW), to list them. Each entry is looked at (lstat) through its
+    directory's descriptor, not by its whole path: a venv with torch has ~25,000 entries, ~10 directories deep, and
+    the kernel then resolves one name each instead of all of them (110 against 165 ms of a local host's CPU)."""
+    top = os.fspath(venv_root)
+    pending = [top]
+    while pending:
+        directory = pending.pop()
+        try:
+            # The venv's own path may be a link (as `find -H`): it is what the probe's python runs from.
+            descriptor = os.open(directory, _DIRECTORY & ~os.O_NOFOLLOW if directory == top else _DIRECTORY)
+        except OSError:
+            continue  # gone, or replaced by a link: nothing to list (as os.walk, which this replaced, skipped it)
+        try:
+            with os.scandir(descriptor) as entries:
+                for entry in entries:
+                    try:
+                        info = entry.stat(follow_symlinks=False)  # fstatat(descriptor, name, AT_SYMLINK_NOFOLLOW)
+                    except OSError:
+                        continue
+                    mode = info.st_mode
+                    writable = not stat.S_ISLNK(mode) and (
+                        mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid != 0))
+                    if info.st_uid != 0 or writable:
+                        return _refusal(os.path.join(directory, entry.name), info)
+                    if stat.S_ISDIR(mode):
+                        pending.append(os.path.join(directory, entry.name))
+        finally:
+            os.close(descriptor)
     return None
+
+
+def _refusal(path: str, info: os.stat_result) -> str:
+    try:
+        owner = pwd.getpwuid(info.st_uid).pw_name
+    except KeyError:
+        owner = f"uid {info.st_uid}"
+    why = f"belongs to {owner}" if info.st_uid != 0 else "is writable by other accounts"
+    return (f"not run as root: {path} {why}, and code in the venv would run as root — pass --probe-user "
+            f"with the venv's owner (venv_owner), or rebuild the venv as root's")
