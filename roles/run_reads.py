@@ -28,6 +28,7 @@ Kept in the run's memory (roles/run_memory.py) per host.
 from __future__ import annotations
 
 import secrets
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,19 +75,25 @@ def _batchable(ask: Ask) -> bool:
     return fact.requires_command(**ask.kwargs) is None and fact.check_preconditions(ctx_state.get(), host) is None
 
 
+# Where a batch's answers wait to be printed: /run, root's own tmpfs — not /tmp, which every account can fill (a
+# full file system could cut an answer short while its command still ends with status 0).
+ANSWERS_DIR = "/run"
+
+
 class _Batch(FactBase):
     """Several facts' commands in one, run at the same time: each in a background subshell that writes
-    `TOKEN-i`, the command's output and `TOKEN-i STATUS` to its own file in a private directory (`mktemp -d`: root's,
-    mode 0700, an unpredictable name, removed at the end); once all have ended, the files are printed in order. So a
-    host answers in the time of its slowest question, not of all of them one after another (on a workstation each
-    runs on a core of its own). STATUS comes from the subshell's EXIT trap: an `exit N` in a command is its status,
+    `TOKEN-i`, the command's output and `TOKEN-i STATUS` to its own file in a private directory (`mktemp -d` in
+    ANSWERS_DIR: root's, mode 0700, an unpredictable name, removed at the end); once all have ended, the files are
+    printed in order. So a host answers in the time of its slowest question, not of all of them one after another
+    (on a workstation each runs on a core of its own). STATUS comes from the subshell's EXIT trap: an `exit N` in a command is its status,
     as in `( command )`. Where no private directory can be made, nothing runs and each fact is asked alone. The
     output is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
 
     def command(self, token: str, commands: list) -> StringCommand:
         # Exit status 0 whatever happens here: a failed _Batch would fail the host in pyinfra; an answer that is
         # missing is only asked alone.
-        bits: list = ["d=$(mktemp -d)", "||", "exit", "0;", "trap", "'rm -rf -- \"$d\"'", "EXIT;",
+        private = f"mktemp -d -p {shlex.quote(ANSWERS_DIR)} rocm-fleet-answers.XXXXXXXXXX"
+        bits: list = [f"d=$({private})", "||", "exit", "0;", "trap", "'rm -rf -- \"$d\"'", "EXIT;",
                       "trap", "'exit 129'", "HUP", "INT", "TERM;"]
         for index, command in enumerate(commands):
             bits += ["(", "exec", f'>"$d/{index}";', "trap", f"'echo \"{token}-{index} $?\"'", "EXIT;",

@@ -259,7 +259,7 @@ class _Script(FactBase):
 
 def test_each_answer_is_its_own_commands_exit_status_and_output_and_the_private_directory_goes(local_host, tmp_path,
                                                                                               monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where mktemp makes the batch's directory
+    monkeypatch.setattr(run_reads, "ANSWERS_DIR", str(tmp_path))  # where mktemp makes the batch's directory
     scripts = {"exit 0 after output": "echo fine; exit 0", "exit 3": "echo partial; exit 3",
                "its own EXIT trap": "trap 'echo bye' EXIT; echo hi", "ends in ;": "echo semi;", "cd and a variable": "cd / && x=1 && echo \"$x $(pwd)\"",
                "no output": "true"}
@@ -279,7 +279,7 @@ def test_each_answer_is_its_own_commands_exit_status_and_output_and_the_private_
 
 def test_where_no_private_directory_can_be_made_every_question_is_asked_alone_and_the_host_goes_on(local_host,
                                                                                                   monkeypatch):
-    monkeypatch.setenv("TMPDIR", "/nonexistent/tmp")
+    monkeypatch.setattr(run_reads, "ANSWERS_DIR", "/nonexistent/run")
     state, host, asked = local_host
     with ctx_state.use(state), ctx_host.use(host):
         run_reads.read_ahead(run_reads.Ask.of(fact, **kwargs) for fact, kwargs in QUESTIONS)

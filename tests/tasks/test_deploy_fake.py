@@ -222,7 +222,8 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     batched = (r'\( exec >"\$d/\d+"; trap \'echo "rocm-fleet-[0-9a-f]{32}-\d+ \$\?"\' EXIT; '
                r'echo rocm-fleet-[0-9a-f]{32}-\d+; (.*?) \) &')
     parts = [part for command in sent for part in (re.findall(batched, command, flags=re.S) or [command])]
-    assert any(command.startswith("d=$(mktemp -d) || exit 0; ") for command in sent), sent
+    assert any(command.startswith("d=$(mktemp -d -p /run rocm-fleet-answers.XXXXXXXXXX) || exit 0; ")
+               for command in sent), sent
     assert parts and set(parts) <= read_only, parts
 
 
