@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from roles.verifier import zipapp_bytes
+from tests.support.host_pythons import OTHER_PYTHONS, interpreter
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the cache is root's only")]
 
@@ -42,25 +43,27 @@ def host_dir(tmp_path: Path, mode: int = 0o755, archive: bytes | None = None) ->
     return directory
 
 
-def run(directory: Path, *flags: str, user: int | None = None) -> subprocess.CompletedProcess:
+def run(directory: Path, *flags: str, user: int | None = None, python: str = PYTHON3) -> subprocess.CompletedProcess:
     """`python3 -I -S [flags] verify.pyz ldd /bin/true`: imports the CLI, the loader model and pyelftools."""
-    done = subprocess.run([PYTHON3, "-I", "-S", *flags, str(directory / "verify.pyz"), "ldd", "/bin/true"],
+    done = subprocess.run([python, "-I", "-S", *flags, str(directory / "verify.pyz"), "ldd", "/bin/true"],
                           capture_output=True, text=True, timeout=120, cwd="/", user=user, group=user,
                           extra_groups=[] if user is not None else None)
     assert done.returncode == 0, done.stderr
     return done
 
 
-def entry_of(directory: Path, module: str) -> Path:
-    found = [path for path in (directory / "bytecode").iterdir() if path.name.startswith(f"{module}.cpython-")]
+def entry_of(directory: Path, module: str, tag: str = "cpython-") -> Path:
+    found = [path for path in (directory / "bytecode").iterdir() if path.name.startswith(f"{module}.{tag}")]
     assert len(found) == 1, found
     return found[0]
 
 
-def plant(path: Path, directory: Path, module_file: str = "verify/cli.py", mode: int = 0o600) -> None:
-    """Write an entry at `path` whose code prints PLANTED and ends the run, named for the archive's `module_file`."""
+def plant(path: Path, directory: Path, module_file: str = "verify/cli.py", mode: int = 0o600,
+          python: str = PYTHON3) -> None:
+    """Write an entry at `path` whose code prints PLANTED and ends the run, named for the archive's `module_file`
+    (an entry of `python`'s: its magic number)."""
     filename = f"{directory / 'verify.pyz'}/{module_file}"
-    subprocess.run([PYTHON3, "-c", WRITE_ENTRY, str(path), filename, f"print({PLANTED!r}); raise SystemExit(0)"],
+    subprocess.run([python, "-c", WRITE_ENTRY, str(path), filename, f"print({PLANTED!r}); raise SystemExit(0)"],
                    check=True, timeout=60)
     path.chmod(mode)
 
@@ -167,3 +170,20 @@ def test_a_cache_grown_past_its_bound_is_emptied_before_the_next_write(tmp_path)
     assert left and not any(name.startswith("verify.old") for name in left), left[:5]
     assert len(left) < MAX_ENTRIES
     entry_of(directory, "verify.cli")  # and the run's own entries are there
+
+
+@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
+def test_each_hosts_python3_keeps_its_own_entries_beside_the_others_and_takes_only_its_own(tmp_path, version):
+    """Ubuntu 22.04's 3.10, 24.04's 3.12, 3.13 (tests/support/host_pythons.py) beside this machine's 3.11."""
+    directory = host_dir(tmp_path)
+    pythons = {version: interpreter(version), "3.11": PYTHON3}
+    first = {v: run(directory, python=python).stdout for v, python in pythons.items()}
+    assert first[version] == first["3.11"] and "libc.so.6" in first["3.11"]
+    tags = {v: f"cpython-{v.replace('.', '')}." for v in pythons}
+    entries = list((directory / "bytecode").iterdir())
+    kept = {v: {p.name.split(f".{tag}")[0] for p in entries if f".{tag}" in p.name} for v, tag in tags.items()}
+    assert kept[version] == kept["3.11"] and {"verify.cli", "elftools.elf.structs"} <= kept[version]
+    assert len(entries) == 2 * len(kept["3.11"])  # nothing but the two interpreters' entries
+    plant(entry_of(directory, "verify.cli", tags[version]), directory, python=pythons[version])
+    assert run(directory, python=pythons[version]).stdout.strip() == PLANTED
+    assert run(directory).stdout == first["3.11"]  # another interpreter's entry is never taken

@@ -3,11 +3,12 @@ machine's /usr/bin/python3, what every other test runs), Ubuntu 24.04's 3.12, an
 
 A host runs `python3 -I -S verify.pyz …` with its own interpreter, so the verifier must give the same answer under
 each: the same report, fact for fact, but `host.python`, on a provisioned stand-in image and on one a dpkg run
-changed (strays, a library now found elsewhere), and the same compiled-code cache behaviour (an entry per
-interpreter, each taking only its own).
+changed (strays, a library now found elsewhere).
 
-The interpreters: tests/support/host_pythons.py (pyenv's builds; Debian 12 packages only 3.11). The facts' own
-programs under the same interpreters: tests/roles/status/test_facts.py, tests/roles/venv/test_facts.py.
+The interpreters: tests/support/host_pythons.py (pyenv's builds; Debian 12 packages only 3.11). Under the same
+interpreters: the compiled-code cache (an entry per interpreter, each taking only its own) in
+tests/verify/test_bytecode_cache.py; the facts' own programs in tests/roles/status/test_facts.py and
+tests/roles/venv/test_facts.py.
 """
 
 from __future__ import annotations
@@ -77,35 +78,3 @@ def test_each_hosts_python3_writes_the_report_debians_writes(version, archive, i
         assert report["host"]["python"].startswith(f"{version}.")
         expected, expected_code = debian_reports[name]
         assert (name, code, comparable(report)) == (name, expected_code, comparable(expected))
-
-
-@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
-def test_each_python3_keeps_its_own_compiled_modules_beside_the_others(version, tmp_path):
-    directory = tmp_path / "rocm-fleet"
-    directory.mkdir(mode=0o755)
-    (directory / "verify.pyz").write_bytes(zipapp_bytes())
-    pythons = {version: interpreter(version), "3.11": DEBIAN_PYTHON3}
-
-    def ldd(python: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([python, "-I", "-S", str(directory / "verify.pyz"), "ldd", "/bin/true"],
-                              capture_output=True, text=True, timeout=120, cwd="/")
-        assert done.returncode == 0, done.stderr
-        return done
-
-    first = {v: ldd(python).stdout for v, python in pythons.items()}
-    tags = {v: f"cpython-{v.replace('.', '')}" for v in pythons}
-    cache = directory / "bytecode"
-    kept = {v: {p.name.split(f".{tag}.")[0] for p in cache.iterdir() if f".{tag}." in p.name} for v, tag in tags.items()}
-    assert kept[version] == kept["3.11"] and {"verify.cli", "elftools.elf.structs"} <= kept[version]
-    assert len(list(cache.iterdir())) == 2 * len(kept["3.11"])  # nothing but the two interpreters' entries
-    # Each takes its own: an entry of the other's is never run (its magic number is another's), so only the planted
-    # one changes what runs.
-    cli_entry = next(p for p in cache.iterdir() if p.name.startswith(f"verify.cli.{tags[version]}."))
-    filename = f"{directory / 'verify.pyz'}/verify/cli.py"
-    subprocess.run([pythons[version], "-c", "import importlib.util, marshal, sys\n"
-                    "code = compile('print(\"FROM CACHE\"); raise SystemExit(0)', sys.argv[2], 'exec')\n"
-                    "open(sys.argv[1], 'wb').write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))",
-                    str(cli_entry), filename], check=True, timeout=60)
-    assert ldd(pythons[version]).stdout.strip() == "FROM CACHE"
-    assert ldd(DEBIAN_PYTHON3).stdout == first["3.11"] and "libc.so.6" in first["3.11"]
-    assert first[version] == first["3.11"]
