@@ -96,8 +96,10 @@ def main() -> int:
     hook_s, zip_s = results["(a) hook, as apt runs it"]["best"], results["(b) same check from verify.pyz"]["best"]
     print(f"the compiled copy saves {zip_s - hook_s:.3f} s per dpkg run ({zip_s / hook_s:.1f} x faster than the zip)")
     ok = hook_s < TARGET_S
-    print(f"hook {hook_s:.3f} s per dpkg run: {'well under' if ok else 'NOT well under'} the 2 s budget "
-          f"(target < {TARGET_S:.0f} s)")
+    print(
+        f"hook {hook_s:.3f} s per dpkg run: {'well under' if ok else 'NOT well under'} the 2 s budget "
+        f"(target < {TARGET_S:.0f} s)"
+    )
     return 0 if ok else 1
 
 

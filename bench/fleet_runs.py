@@ -22,8 +22,9 @@ def sub_inventory(fleet, n: int, directory: Path, skip_first: int = 0, **data) -
     `data` on top."""
     hosts, group = runpy.run_path(str(fleet.inventory))[GROUP]
     path = directory / (f"inventory_{n}.py" if not skip_first else f"inventory_{skip_first + 1}-{n}.py")
-    path.write_text(render_inventory(f"{fleet.name}-{skip_first + 1}-{n}", list(hosts[skip_first:n]),
-                                     {**group, **data}))
+    path.write_text(
+        render_inventory(f"{fleet.name}-{skip_first + 1}-{n}", list(hosts[skip_first:n]), {**group, **data})
+    )
     return path
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import cProfile
 import json
 import os
 import pstats
@@ -85,8 +84,9 @@ def run_pyinfra(argv: list[str], probe_path: Path | None = None, **extra_env: st
         env["ROCM_FLEET_PROBE"] = str(probe_path)
         probe_path.unlink(missing_ok=True)
     started = time.monotonic()
-    process = subprocess.Popen([PYINFRA, *argv], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [PYINFRA, *argv], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - started
     process.returncode = os.waitstatus_to_exitcode(status)
@@ -141,8 +141,10 @@ def stages_of(run: Run) -> dict[str, tuple[float, float]]:
         return {"provisioning": (run.wall, run.cpu), "verification": (0.0, 0.0)}
     at, cpu_at = verify
     # The probe's CPU is getrusage(SELF) inside pyinfra; wait4's total adds only the exit after the last callback.
-    return {"provisioning": (at - run.started, cpu_at), "verification": (run.wall - (at - run.started),
-                                                                          run.cpu - cpu_at)}
+    return {
+        "provisioning": (at - run.started, cpu_at),
+        "verification": (run.wall - (at - run.started), run.cpu - cpu_at),
+    }
 
 
 def round_trips(probe: dict, host: str) -> dict[str, collections.Counter]:
@@ -165,15 +167,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", default="1,4,8,16", help="fleet sizes, comma-separated (default 1,4,8,16; ≤ 32)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--login", choices=("admin", "root"), default="admin",
-                        help="admin (sudo, as real fleets; default) or root")
-    parser.add_argument("--profile", action="store_true",
-                        help="also run the largest fleet's no-op re-deploy once under cProfile and print the top")
+    parser.add_argument(
+        "--login", choices=("admin", "root"), default="admin", help="admin (sudo, as real fleets; default) or root"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run the largest fleet's no-op re-deploy once under cProfile and print the top",
+    )
     args = parser.parse_args()
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots, mounts and sshd "
-                 "(sudo .venv/bin/python bench/fleet_scale.py)")
+        sys.exit(
+            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/fleet_scale.py)"
+        )
 
     from localfleet import Fleet
 
@@ -187,8 +194,11 @@ def main() -> int:
             print(f"fleet {fleet.name}: {max(sizes)} hosts, login {args.login}; setting up …", flush=True)
             first = str(sub_inventory(fleet, 1, scratch, reports_dir=str(reports)))
             setup = run_pyinfra([first, "deploy.py", "-y"])
-            print(f"  deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
-                  "(1 expected: no ROCm on local hosts)", flush=True)
+            print(
+                f"  deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
+                "(1 expected: no ROCm on local hosts)",
+                flush=True,
+            )
             replicate_venv(fleet)
             setup = run_pyinfra([inventories[max(sizes)], "deploy.py", "-y"])
             print(f"  deploy on all {max(sizes)} hosts: {setup.wall:.1f} s, exit {setup.code}", flush=True)
@@ -222,16 +232,23 @@ def main() -> int:
                     r["status question"].append((status_asked.wall, status_asked.cpu))
                     r["own1"].append((host_own(fleet.hosts[:1]), 0.0))
                     r["ownN"].append((host_own(fleet.hosts[:n]), 0.0))
-                    print(f"  round {round_number} N={n}: floor {floor.wall:.2f} s, questions alone "
-                          f"{asked.wall:.2f} s, deploy {deploy.wall:.2f} s "
-                          f"(provisioning {parts['provisioning'][0]:.2f} s), verify {verify.wall:.2f} s; "
-                          f"load {load_before} -> {load()}", flush=True)
+                    print(
+                        f"  round {round_number} N={n}: floor {floor.wall:.2f} s, questions alone "
+                        f"{asked.wall:.2f} s, deploy {deploy.wall:.2f} s "
+                        f"(provisioning {parts['provisioning'][0]:.2f} s), verify {verify.wall:.2f} s; "
+                        f"load {load_before} -> {load()}",
+                        flush=True,
+                    )
 
             if args.profile:
                 n = max(sizes)
                 out = scratch / "deploy.prof"
-                done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), PYINFRA, inventories[n],
-                                       "deploy.py", "-y"], cwd=REPO, env=ENV, capture_output=True)
+                done = subprocess.run(
+                    [sys.executable, "-m", "cProfile", "-o", str(out), PYINFRA, inventories[n], "deploy.py", "-y"],
+                    cwd=REPO,
+                    env=ENV,
+                    capture_output=True,
+                )
                 print(f"\ncProfile of the no-op re-deploy, N={n} (exit {done.returncode}), top 25 by own time:")
                 pstats.Stats(str(out)).sort_stats("tottime").print_stats(25)
     finally:
@@ -244,24 +261,43 @@ def main() -> int:
 
 def report(sizes, results, probes, args) -> None:
     print(f"\nmedian of {args.rounds} rounds (wall s / controller CPU s); ratios against the floor of the same N")
-    header = ("N", "floor", "questions alone", "provisioning", "×floor", "×questions", "CPU/host", "verification",
-              "host own 1", "host own N", "tasks/verify.py", "×floor", "status", "×floor", "status's question alone",
-              "×question")
+    header = (
+        "N",
+        "floor",
+        "questions alone",
+        "provisioning",
+        "×floor",
+        "×questions",
+        "CPU/host",
+        "verification",
+        "host own 1",
+        "host own N",
+        "tasks/verify.py",
+        "×floor",
+        "status",
+        "×floor",
+        "status's question alone",
+        "×question",
+    )
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n in sizes:
         r = results[n]
         m = {key: (median([v[0] for v in values]), median([v[1] for v in values])) for key, values in r.items()}
         floor = m["floor"]
-        status = (f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f} | "
-                  f"{m['status question'][0]:.2f} | {m['status'][0] / m['status question'][0]:.2f}")
+        status = (
+            f"{m['status'][0]:.2f} / {m['status'][1]:.2f} | {m['status'][0] / floor[0]:.2f} | "
+            f"{m['status question'][0]:.2f} | {m['status'][0] / m['status question'][0]:.2f}"
+        )
         asked = m["questions"]
-        print(f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {asked[0]:.2f} / {asked[1]:.2f} | "
-              f"{m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
-              f"{m['provisioning'][0] / floor[0]:.2f} | {m['provisioning'][0] / asked[0]:.2f} | "
-              f"{m['provisioning'][1] / n:.2f} | "
-              f"{m['verification'][0]:.2f} / {m['verification'][1]:.2f} | {m['own1'][0]:.2f} | {m['ownN'][0]:.2f} | "
-              f"{m['verify'][0]:.2f} / {m['verify'][1]:.2f} | {m['verify'][0] / floor[0]:.2f} | {status} |")
+        print(
+            f"| {n} | {floor[0]:.2f} / {floor[1]:.2f} | {asked[0]:.2f} / {asked[1]:.2f} | "
+            f"{m['provisioning'][0]:.2f} / {m['provisioning'][1]:.2f} | "
+            f"{m['provisioning'][0] / floor[0]:.2f} | {m['provisioning'][0] / asked[0]:.2f} | "
+            f"{m['provisioning'][1] / n:.2f} | "
+            f"{m['verification'][0]:.2f} / {m['verification'][1]:.2f} | {m['own1'][0]:.2f} | {m['ownN'][0]:.2f} | "
+            f"{m['verify'][0]:.2f} / {m['verify'][1]:.2f} | {m['verify'][0] / floor[0]:.2f} | {status} |"
+        )
     if len(sizes) > 1:
         low, high = sizes[0], sizes[-1]
 
@@ -276,8 +312,10 @@ def report(sizes, results, probes, args) -> None:
     n = sizes[-1]
     probe = probes.get(n)
     if probe:
-        print(f"\nSSH round trips of ws1 in the no-op re-deploy (N={n}), per stage "
-              "(plan: while the deploy files load; execute: while operations run):")
+        print(
+            f"\nSSH round trips of ws1 in the no-op re-deploy (N={n}), per stage "
+            "(plan: while the deploy files load; execute: while operations run):"
+        )
         counters, waited = round_trips(probe, "ws1")
         for stage, counter in counters.items():
             seconds = {what: waited[stage + "\t" + what] for what in counter}

@@ -111,10 +111,10 @@ def parse_child_output(text: str) -> dict:
     current = None
     for line in rest.splitlines():
         if line.startswith("FILE "):
-            current = line[len("FILE "):]
+            current = line[len("FILE ") :]
             results[current] = []
         elif line.startswith("ERROR "):
-            results[current] = line[len("ERROR "):]
+            results[current] = line[len("ERROR ") :]
         else:
             results[current].append(line)
     return {"seconds": float(seconds), "peak_kib": int(peak_kib), "results": results}
@@ -123,8 +123,9 @@ def parse_child_output(text: str) -> dict:
 def run_analyser(python: list[str], import_dir: str, files: list[str]) -> tuple[float, float, dict]:
     """(wall seconds, CPU seconds, the child's report) of one analyser process."""
     cpu, start = _children_cpu(), time.perf_counter()
-    result = subprocess.run([*python, "-c", CHILD, import_dir, *files], capture_output=True, text=True, cwd=REPO,
-                            check=True)
+    result = subprocess.run(
+        [*python, "-c", CHILD, import_dir, *files], capture_output=True, text=True, cwd=REPO, check=True
+    )
     return time.perf_counter() - start, _children_cpu() - cpu, parse_child_output(result.stdout)
 
 
@@ -146,9 +147,16 @@ def deployed_copy(python3: str, into: Path) -> Path:
     """The verifier as the apt hook keeps it: the archive's files unpacked and byte-compiled by the host's python3."""
     # Built in another process: importing roles.verifier (pyinfra) here would grow this process, and a bigger
     # process forks more slowly, for every file of the ldd and libtree loops.
-    archive_bytes = subprocess.run([sys.executable, "-c", "import sys; from roles.verifier import zipapp_bytes; "
-                                    "sys.stdout.buffer.write(zipapp_bytes())"], capture_output=True, cwd=REPO,
-                                   check=True).stdout
+    archive_bytes = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from roles.verifier import zipapp_bytes; sys.stdout.buffer.write(zipapp_bytes())",
+        ],
+        capture_output=True,
+        cwd=REPO,
+        check=True,
+    ).stdout
     copy = into / "verifier"
     with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
         archive.extractall(copy)
@@ -164,8 +172,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", type=Path, help="analyse this venv instead of the torch-cuda one")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--python3", default=host_python3(),
-                        help="the host's python3 for the deployed form (default: /usr/bin/python3)")
+    parser.add_argument(
+        "--python3", default=host_python3(), help="the host's python3 for the deployed form (default: /usr/bin/python3)"
+    )
     args = parser.parse_args()
     if args.venv is None:
         from tests.support.venvs import TORCH_CUDA, ensure_venv
@@ -212,47 +221,71 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     analysed = reports["analyser"]
-    differences = [path for path in files
-                   if isinstance(analysed["results"][path], list)
-                   and analysed["results"][path] != parse_ldd_output(ldd_outputs[path].stdout)]
+    differences = [
+        path
+        for path in files
+        if isinstance(analysed["results"][path], list)
+        and analysed["results"][path] != parse_ldd_output(ldd_outputs[path].stdout)
+    ]
     if "deployed" in reports and reports["deployed"]["results"] != analysed["results"]:
         differences.append("(the deployed form's lines differ from the venv's)")
     baseline_kib = int(subprocess.run([sys.executable, "-c", BASELINE], capture_output=True, text=True).stdout)
     peak_mib = analysed["peak_kib"] / 1024
-    heap = int(subprocess.run([sys.executable, "-c", HEAP, *files], capture_output=True, text=True, cwd=REPO,
-                              check=True).stdout)
+    heap = int(
+        subprocess.run(
+            [sys.executable, "-c", HEAP, *files], capture_output=True, text=True, cwd=REPO, check=True
+        ).stdout
+    )
 
-    labels = {"analyser": f"(a) analyser, one process ({Path(sys.executable).name} of this venv)",
-              "analyser start": "    of which start, imports, exit (no files)",
-              "deployed": f"(d) deployed form ({args.python3} -I, compiled copy)",
-              "deployed start": "    of which start, imports, exit (no files)",
-              "ldd": "(b) ldd on each file", "libtree": "(c) libtree on each file"}
+    labels = {
+        "analyser": f"(a) analyser, one process ({Path(sys.executable).name} of this venv)",
+        "analyser start": "    of which start, imports, exit (no files)",
+        "deployed": f"(d) deployed form ({args.python3} -I, compiled copy)",
+        "deployed start": "    of which start, imports, exit (no files)",
+        "ldd": "(b) ldd on each file",
+        "libtree": "(c) libtree on each file",
+    }
     print(f"{args.rounds} rounds, interleaved; times in ms as best / median")
     print(f"{'':58} {'wall':>15}   {'CPU user+sys':>15}")
     for name in [*(n for c in contenders for n in (c, f"{c} start")), "ldd", "libtree"]:
         print(f"{labels[name]:58} {_ms(wall[name])}   {_ms(cpu[name])}")
 
     def ratio(peer: str, ours: str) -> str:
-        return (f"{min(wall[peer]) / min(wall[ours]):5.2f} x wall, {min(cpu[peer]) / min(cpu[ours]):5.2f} x CPU "
-                f"(best against best)")
+        return (
+            f"{min(wall[peer]) / min(wall[ours]):5.2f} x wall, {min(cpu[peer]) / min(cpu[ours]):5.2f} x CPU "
+            f"(best against best)"
+        )
 
     for ours in contenders:
         print(f"{labels[ours][:3]}: ldd / {ours} = {ratio('ldd', ours)}   target >= 5 x")
-        print(f"{labels[ours][:3]}: libtree / {ours} = {ratio('libtree', ours)}   target >= 1 x;   faster than libtree "
-              f"in {sum(a <= b for a, b in zip(wall[ours], wall['libtree']))} of {args.rounds} rounds (wall), "
-              f"{sum(a <= b for a, b in zip(cpu[ours], cpu['libtree']))} of {args.rounds} (CPU)")
-    print(f"analyser peak memory (VmHWM): {peak_mib:.1f} MiB (a bare interpreter: {baseline_kib / 1024:.1f} MiB)"
-          f"   target < 100 MiB; Python heap peak (tracemalloc, imports included): {heap / 2**20:.1f} MiB")
-    print(f"analyser lines == ldd lines on {len(files) - len(differences)} of {len(files)} files"
-          + (f"; differ: {differences[:5]}" if differences else ""))
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (the machine is shared: "
-          "compare ratios, not absolute times)")
+        print(
+            f"{labels[ours][:3]}: libtree / {ours} = {ratio('libtree', ours)}   target >= 1 x;   faster than libtree "
+            f"in {sum(a <= b for a, b in zip(wall[ours], wall['libtree']))} of {args.rounds} rounds (wall), "
+            f"{sum(a <= b for a, b in zip(cpu[ours], cpu['libtree']))} of {args.rounds} (CPU)"
+        )
+    print(
+        f"analyser peak memory (VmHWM): {peak_mib:.1f} MiB (a bare interpreter: {baseline_kib / 1024:.1f} MiB)"
+        f"   target < 100 MiB; Python heap peak (tracemalloc, imports included): {heap / 2**20:.1f} MiB"
+    )
+    print(
+        f"analyser lines == ldd lines on {len(files) - len(differences)} of {len(files)} files"
+        + (f"; differ: {differences[:5]}" if differences else "")
+    )
+    print(
+        f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (the machine is shared: "
+        "compare ratios, not absolute times)"
+    )
     ok = not differences and peak_mib < 100
     for ours in contenders:
         met_wall = min(wall["ldd"]) >= 5 * min(wall[ours]) and min(wall["libtree"]) >= min(wall[ours])
         met_cpu = min(cpu["ldd"]) >= 5 * min(cpu[ours]) and min(cpu["libtree"]) >= min(cpu[ours])
-        print(f"{labels[ours][:3]} {ours}: " + ("speed targets met" if met_wall else "SPEED TARGETS NOT MET")
-              + " (wall); " + ("speed targets met" if met_cpu else "SPEED TARGETS NOT MET") + " (CPU time)")
+        print(
+            f"{labels[ours][:3]} {ours}: "
+            + ("speed targets met" if met_wall else "SPEED TARGETS NOT MET")
+            + " (wall); "
+            + ("speed targets met" if met_cpu else "SPEED TARGETS NOT MET")
+            + " (CPU time)"
+        )
         if ours == "analyser":
             ok = ok and met_wall
     return 0 if ok else 1

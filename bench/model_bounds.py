@@ -44,8 +44,11 @@ DTYPES = ("bfloat16", "float16")
 FAULTS = (
     ("control: dequantizing path, real dequantizer", "wrong_nf4_dequantizer", {"STANDIN_DEQUANTIZER": "real"}),
     ("wrong dequantizer: NF4 codes read with the FP4 table", "wrong_nf4_dequantizer", {}),
-    ("subtle: each block's scale from the next block", "wrong_nf4_dequantizer",
-     {"STANDIN_DEQUANTIZER": "shifted-scales"}),
+    (
+        "subtle: each block's scale from the next block",
+        "wrong_nf4_dequantizer",
+        {"STANDIN_DEQUANTIZER": "shifted-scales"},
+    ),
     ("no-op quantizer (weights kept in 16 bits)", "broken_nf4_quantizer", {}),
 )
 
@@ -111,10 +114,31 @@ def sweep(python: Path, seeds: list[int]) -> list[dict]:
     for layers, hidden, vocab in SHAPES:
         for seed in seeds:
             for dtype in DTYPES:
-                configs.append(["--device", "cpu", "--layers", str(layers), "--hidden", str(hidden), "--vocab",
-                                str(vocab), "--seed", str(seed), "--dtype", dtype, *model_bounds.PROMPT_ARGUMENTS])
-    done = subprocess.run([str(python), "-B", "-c", DRIVER, json.dumps(configs)], input=probe_source(),
-                          capture_output=True, text=True, env=clean_env(), cwd="/")
+                configs.append(
+                    [
+                        "--device",
+                        "cpu",
+                        "--layers",
+                        str(layers),
+                        "--hidden",
+                        str(hidden),
+                        "--vocab",
+                        str(vocab),
+                        "--seed",
+                        str(seed),
+                        "--dtype",
+                        dtype,
+                        *model_bounds.PROMPT_ARGUMENTS,
+                    ]
+                )
+    done = subprocess.run(
+        [str(python), "-B", "-c", DRIVER, json.dumps(configs)],
+        input=probe_source(),
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd="/",
+    )
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if len(rows) != len(configs):
         sys.exit(f"the sweep stopped after {len(rows)} of {len(configs)} runs:\n{done.stderr[-3000:]}")
@@ -125,8 +149,14 @@ def probe_once(python: Path, standin: str | None = None, **env: str) -> dict:
     extra = dict(env)
     if standin:
         extra["PYTHONPATH"] = str(STANDINS / standin)
-    done = subprocess.run([str(python), "-B", "-", *probe_arguments("cpu")], input=probe_source(),
-                          capture_output=True, text=True, env=clean_env(**extra), cwd="/")
+    done = subprocess.run(
+        [str(python), "-B", "-", *probe_arguments("cpu")],
+        input=probe_source(),
+        capture_output=True,
+        text=True,
+        env=clean_env(**extra),
+        cwd="/",
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         sys.exit(f"the probe produced no report:\n{done.stderr[-3000:]}")
@@ -136,13 +166,20 @@ def probe_once(python: Path, standin: str | None = None, **env: str) -> dict:
 def measures(result: dict) -> dict:
     """One device's numbers, with the ratio and the band the judge would use."""
     device = (result.get("devices") or [{}])[0]
-    row = {"errors": {k: v for k, v in {**result.get("errors", {}), **device.get("errors", {})}.items()
-                      if "traceback" not in k}}
+    row = {
+        "errors": {
+            k: v for k, v in {**result.get("errors", {}), **device.get("errors", {})}.items() if "traceback" not in k
+        }
+    }
     ratio = model_bounds.footprint_ratio(device)
     band = model_bounds.expected_ratio_band(device)
     row.update(
-        ratio=ratio, band=band, cosine=device.get("logits_cosine"), top1=device.get("top1_agreement"),
-        identical=device.get("generation_identical"), tokens_per_s=device.get("tokens_per_s"),
+        ratio=ratio,
+        band=band,
+        cosine=device.get("logits_cosine"),
+        top1=device.get("top1_agreement"),
+        identical=device.get("generation_identical"),
+        tokens_per_s=device.get("tokens_per_s"),
     )
     ok, problems = model_bounds.judge_model_run(device, synthetic=True)
     row["verdict"] = "pass" if ok else "FAIL: " + "; ".join(problems)
@@ -177,8 +214,10 @@ def main() -> int:
 
 def print_sweep(python: Path, seeds: list[int]) -> None:
     print(f"(a) synthetic models on the CPU: {len(SHAPES)} shapes x {len(seeds)} seeds x {len(DTYPES)} dtypes")
-    print("| layers x width, vocab | dtype | seed | footprint ratio | expected band | logits cosine | top-1 | "
-          "identical | tokens/s | verdict |")
+    print(
+        "| layers x width, vocab | dtype | seed | footprint ratio | expected band | logits cosine | top-1 | "
+        "identical | tokens/s | verdict |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     by_key: dict[str, list[float]] = {"cosine": [], "top1": []}
     for row in sweep(python, seeds):
@@ -189,13 +228,17 @@ def print_sweep(python: Path, seeds: list[int]) -> None:
             if m[key] is not None:
                 by_key[key].append(m[key])
         band = "-" if m["band"] is None else f"{m['band'][0]:.4f}-{m['band'][1]:.4f}"
-        print(f"| {opts['--layers']} x {opts['--hidden']}, {opts['--vocab']} | {opts['--dtype']} | {opts['--seed']} | "
-              f"{fmt(m['ratio'])} | {band} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
-              f"{fmt(m['tokens_per_s'], '.1f')} | {m['verdict'] if not m['errors'] else m['errors']} |")
+        print(
+            f"| {opts['--layers']} x {opts['--hidden']}, {opts['--vocab']} | {opts['--dtype']} | {opts['--seed']} | "
+            f"{fmt(m['ratio'])} | {band} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
+            f"{fmt(m['tokens_per_s'], '.1f')} | {m['verdict'] if not m['errors'] else m['errors']} |"
+        )
     for key, values in by_key.items():
         if values:
-            print(f"{key}: min {min(values):.4f}, median {statistics.median(values):.4f}, max {max(values):.4f} "
-                  f"over {len(values)} runs")
+            print(
+                f"{key}: min {min(values):.4f}, median {statistics.median(values):.4f}, max {max(values):.4f} "
+                f"over {len(values)} runs"
+            )
 
 
 def print_faults(python: Path) -> None:
@@ -205,9 +248,10 @@ def print_faults(python: Path) -> None:
     for label, standin, env in FAULTS:
         m = measures(probe_once(python, standin, OMP_NUM_THREADS="1", **env))
         verdict = m["verdict"] if m["verdict"] != "pass" or not m["errors"] else f"errors {m['errors']}"
-        print(f"| {label} | {fmt(m['ratio'])} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
-              f"{verdict} |")
-
+        print(
+            f"| {label} | {fmt(m['ratio'])} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
+            f"{verdict} |"
+        )
 
 
 def print_timing(python: Path, runs: int) -> None:
@@ -221,16 +265,26 @@ def print_timing(python: Path, runs: int) -> None:
         imports.append(result["import_ms"] / 1000)
         device = result["devices"][0]
         steps = ", ".join(f"{k} {v / 1000:.2f}" for k, v in device["timings_ms"].items())
-        print(f"process wall {walls[-1]:.2f} s, probe CPU {result['cpu_s']:.2f} s: imports {imports[-1]:.2f}, "
-              f"build {result['model']['build_ms'] / 1000:.2f}, {steps}")
-    print(f"process wall: best {min(walls):.2f} s, median {statistics.median(walls):.2f} s; probe CPU: best "
-          f"{min(cpus):.2f} s, median {statistics.median(cpus):.2f} s; imports (wall): best {min(imports):.2f} s")
+        print(
+            f"process wall {walls[-1]:.2f} s, probe CPU {result['cpu_s']:.2f} s: imports {imports[-1]:.2f}, "
+            f"build {result['model']['build_ms'] / 1000:.2f}, {steps}"
+        )
+    print(
+        f"process wall: best {min(walls):.2f} s, median {statistics.median(walls):.2f} s; probe CPU: best "
+        f"{min(cpus):.2f} s, median {statistics.median(cpus):.2f} s; imports (wall): best {min(imports):.2f} s"
+    )
 
 
 def print_unquantized(python: Path) -> None:
     print("\n(d) the check's model unquantized: 16-bit logits against float32")
-    done = subprocess.run([str(python), "-B", "-c", UNQUANTIZED, *model_bounds.SYNTHETIC_ARGUMENTS],
-                          input=probe_source(), capture_output=True, text=True, env=clean_env(), cwd="/")
+    done = subprocess.run(
+        [str(python), "-B", "-c", UNQUANTIZED, *model_bounds.SYNTHETIC_ARGUMENTS],
+        input=probe_source(),
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd="/",
+    )
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if not rows:
         sys.exit(f"no result:\n{done.stderr[-3000:]}")

@@ -51,18 +51,22 @@ def main() -> int:
     parser.add_argument("--login", choices=("admin", "root"), default="admin")
     args = parser.parse_args()
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python "
-                 "bench/read_ahead_parts.py)")
+        sys.exit(
+            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python "
+            "bench/read_ahead_parts.py)"
+        )
 
     from localfleet import Fleet
 
     print(f"load average at start: {loads()}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="read-ahead-parts-") as scratch, \
-            Fleet.up(n=1, login=args.login) as fleet:
+    with tempfile.TemporaryDirectory(prefix="read-ahead-parts-") as scratch, Fleet.up(n=1, login=args.login) as fleet:
         inventory = str(sub_inventory(fleet, 1, Path(scratch), reports_dir=str(Path(scratch) / "reports")))
         setup = run_pyinfra([inventory, "deploy.py", "-y"])
-        print(f"deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
-              "(1 expected: no ROCm on local hosts)", flush=True)
+        print(
+            f"deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
+            "(1 expected: no ROCm on local hosts)",
+            flush=True,
+        )
         probe_path = Path(scratch) / "probe.json"
         commands = read_ahead_commands(inventory, probe_path)
         parts = json.loads(probe_path.read_text())["batch_parts"]["ws1"] + ["\n".join(commands)]

@@ -43,8 +43,13 @@ print(time.perf_counter() - start)
 
 def timed(argv: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"})
+    subprocess.run(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "PYINFRA_PROGRESS": "off"},
+    )
     return time.perf_counter() - start
 
 
@@ -81,8 +86,10 @@ def main() -> int:
     print(f"fleet {args.fleet!r}: {len(fleet.hosts)} host(s); {first.name}'s verdict: {outcome[:120]}")
     print(f"best (median) of {args.rounds} rounds:")
     print(f"  (a) pyinfra INVENTORY tasks/verify.py  : {best['a']:6.2f} s ({median['a']:6.2f} s)")
-    print(f"  (b) pyinfra INVENTORY exec -- true     : {best['b']:6.2f} s ({median['b']:6.2f} s)   (a) = "
-          f"{best['a'] / best['b']:.1f} x (b)")
+    print(
+        f"  (b) pyinfra INVENTORY exec -- true     : {best['b']:6.2f} s ({median['b']:6.2f} s)   (a) = "
+        f"{best['a'] / best['b']:.1f} x (b)"
+    )
     label = f"(c) verify check on {first.name} alone"
     print(f"  {label:37s} : {best['c']:6.2f} s ({median['c']:6.2f} s)   (a) = {best['a'] / best['c']:.1f} x (c)")
     return 0

@@ -87,11 +87,20 @@ class RunProbe(BaseStateCallback):
     def write(self) -> None:
         ended = (time.monotonic(), _cpu())
         document = {
-            "loaded": self.loaded_at, "execute_start": self.execute_start, "stage_start": self.stage_start,
-            "ended": ended, "batches": self.batches, "batch_parts": self.batch_parts,
-            "calls": [dict(zip(("host", "phase", "stage", "kind", "what"), key.split("\t")), count=n,
-                           seconds=self.seconds.get(key, 0.0))
-                      for key, n in sorted(self.calls.items())],
+            "loaded": self.loaded_at,
+            "execute_start": self.execute_start,
+            "stage_start": self.stage_start,
+            "ended": ended,
+            "batches": self.batches,
+            "batch_parts": self.batch_parts,
+            "calls": [
+                dict(
+                    zip(("host", "phase", "stage", "kind", "what"), key.split("\t")),
+                    count=n,
+                    seconds=self.seconds.get(key, 0.0),
+                )
+                for key, n in sorted(self.calls.items())
+            ],
         }
         with open(self.path, "w") as out:
             json.dump(document, out)
@@ -105,7 +114,12 @@ def _raw(command) -> str:
 def _install() -> RunProbe:
     probe = RunProbe(os.environ["ROCM_FLEET_PROBE"])
     state.add_callback_handler(probe)
-    run_shell_command, put_file, get_file, get_fact = Host.run_shell_command, Host.put_file, Host.get_file, Host.get_fact
+    run_shell_command, put_file, get_file, get_fact = (
+        Host.run_shell_command,
+        Host.put_file,
+        Host.get_file,
+        Host.get_fact,
+    )
 
     def counted_run(self, *args, **kwargs):
         what = getattr(self, _MARK + "_fact", None) or "operation"
@@ -129,8 +143,12 @@ def _install() -> RunProbe:
         finally:
             setattr(self, _MARK + "_fact", None)
 
-    Host.run_shell_command, Host.put_file, Host.get_file, Host.get_fact = counted_run, counted_put, counted_get, \
-        named_fact
+    Host.run_shell_command, Host.put_file, Host.get_file, Host.get_fact = (
+        counted_run,
+        counted_put,
+        counted_get,
+        named_fact,
+    )
     return probe
 
 

@@ -49,8 +49,10 @@ STATUS = ["tasks/status.py", "-y"]
 # What the floor's process has imported before it runs anything of ours (pyinfra's CLI and its exec operation).
 FLOOR_IMPORTS = "import pyinfra.api, pyinfra_cli.cli, pyinfra.operations.server, pyinfra.operations.python"
 STATUS_IMPORTS = "import roles.settings, roles.status.deploy"  # what tasks/status.py imports
-IMPORT_PROBE = (f"{FLOOR_IMPORTS}\nimport time\nstarted = time.process_time()\n{STATUS_IMPORTS}\n"
-                "print(time.process_time() - started)")
+IMPORT_PROBE = (
+    f"{FLOOR_IMPORTS}\nimport time\nstarted = time.process_time()\n{STATUS_IMPORTS}\n"
+    "print(time.process_time() - started)"
+)
 GET_PROGRAM = "import sys\nfrom roles.status.facts import PROGRAM\nsys.stdout.write(PROGRAM)"
 
 
@@ -58,8 +60,9 @@ def run_in(checkout: Path, inventory: str, arguments: list[str]) -> tuple[float,
     """(wall, CPU) of one pyinfra run from `checkout` (pyinfra puts its working directory on sys.path)."""
     env = dict(ENV)
     started = time.monotonic()
-    process = subprocess.Popen([PYINFRA, inventory, *arguments], cwd=checkout, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [PYINFRA, inventory, *arguments], cwd=checkout, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, _, usage = os.wait4(process.pid, 0)
     return time.monotonic() - started, usage.ru_utime + usage.ru_stime
 
@@ -68,8 +71,14 @@ def import_cpu(checkout: Path, times: int) -> float:
     """Median CPU seconds of the status task's imports beyond the floor's, from `checkout`, bytecode not written."""
     found = []
     for _ in range(times):
-        done = subprocess.run([sys.executable, "-B", "-c", IMPORT_PROBE], cwd=checkout, capture_output=True, text=True,
-                              env={**ENV, "PYTHONDONTWRITEBYTECODE": "1"}, check=True)
+        done = subprocess.run(
+            [sys.executable, "-B", "-c", IMPORT_PROBE],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            env={**ENV, "PYTHONDONTWRITEBYTECODE": "1"},
+            check=True,
+        )
         found.append(float(done.stdout))
     return statistics.median(found)
 
@@ -77,8 +86,9 @@ def import_cpu(checkout: Path, times: int) -> float:
 def host_side(host, programs: dict[str, str], times: int) -> dict[str, tuple[float, float]]:
     """(wall, CPU) medians of each program run inside `host` by its own python3 -I -S (and of `true`)."""
     commands = {"true": ["true"], "python3 -I -S -c pass": ["python3", "-I", "-S", "-c", "pass"]}
-    commands.update({f"status fact ({label})": ["python3", "-I", "-S", "-c", source]
-                     for label, source in programs.items()})
+    commands.update(
+        {f"status fact ({label})": ["python3", "-I", "-S", "-c", source] for label, source in programs.items()}
+    )
     found = collections.defaultdict(list)
     for _ in range(times):
         for label, argv in commands.items():
@@ -88,16 +98,21 @@ def host_side(host, programs: dict[str, str], times: int) -> dict[str, tuple[flo
             if os.waitstatus_to_exitcode(status) != 0:
                 sys.exit(f"{label} failed inside {host.name}")
             found[label].append((time.monotonic() - started, usage.ru_utime + usage.ru_stime))
-    return {label: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
-            for label, values in found.items()}
+    return {
+        label: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
+        for label, values in found.items()
+    }
 
 
 def set_up(fleet, scratch: Path, reports: Path, n: int) -> None:
     """As bench/fleet_scale.py: the real deploy on ws1, its venv into the others, the real deploy on all."""
     first = str(sub_inventory(fleet, 1, scratch, reports_dir=str(reports)))
     setup = run_pyinfra([first, "deploy.py", "-y"])
-    print(f"  deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
-          "(1 expected: no ROCm on local hosts)", flush=True)
+    print(
+        f"  deploy on ws1 (venv from the wheelhouse): {setup.wall:.1f} s, exit {setup.code} "
+        "(1 expected: no ROCm on local hosts)",
+        flush=True,
+    )
     replicate_venv(fleet)
     every = str(sub_inventory(fleet, n, scratch, reports_dir=str(reports)))
     setup = run_pyinfra([every, "deploy.py", "-y"])
@@ -114,7 +129,9 @@ def main() -> int:
     args = parser.parse_args()
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/status_scale.py)")
+        sys.exit(
+            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/status_scale.py)"
+        )
     checkouts = {"status": REPO}
     if args.compare is not None:
         compare = args.compare.resolve()
@@ -139,9 +156,12 @@ def main() -> int:
             set_up(fleet, scratch, reports, max(sizes))
         inventories = {n: str(sub_inventory(fleet, n, scratch, reports_dir=str(reports))) for n in sizes}
 
-        programs = {label: subprocess.run([sys.executable, "-c", GET_PROGRAM], cwd=path, capture_output=True,
-                                          text=True, check=True).stdout
-                    for label, path in checkouts.items()}
+        programs = {
+            label: subprocess.run(
+                [sys.executable, "-c", GET_PROGRAM], cwd=path, capture_output=True, text=True, check=True
+            ).stdout
+            for label, path in checkouts.items()
+        }
         imports = {label: import_cpu(path, 5) for label, path in checkouts.items()}
 
         variants = [("floor", REPO, FLOOR)] + [(label, path, STATUS) for label, path in checkouts.items()]
@@ -167,15 +187,19 @@ def main() -> int:
 
 
 def report(sizes, results, labels, imports, hosts, args) -> None:
-    print(f"\nmedian of {args.rounds} rounds, wall s / controller CPU s; ×floor: median of the per-round ratios "
-          "(ratio of the medians in brackets)")
+    print(
+        f"\nmedian of {args.rounds} rounds, wall s / controller CPU s; ×floor: median of the per-round ratios "
+        "(ratio of the medians in brackets)"
+    )
     header = ["N"] + [f"{label}" for label in labels] + [f"{label} ×floor" for label in labels[1:]]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for n in sizes:
         r = results[n]
-        med = {label: (statistics.median(v[0] for v in r[label]), statistics.median(v[1] for v in r[label]))
-               for label in labels}
+        med = {
+            label: (statistics.median(v[0] for v in r[label]), statistics.median(v[1] for v in r[label]))
+            for label in labels
+        }
         cells = [str(n)] + [f"{med[label][0]:.2f} / {med[label][1]:.2f}" for label in labels]
         for label in labels[1:]:
             per_round = statistics.median(s[0] / f[0] for s, f in zip(r[label], r["floor"]))

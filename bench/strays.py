@@ -28,8 +28,19 @@ sys.path.insert(0, str(REPO))
 
 from verify.api import find_strays  # noqa: E402
 
-ALWAYS = ("dpkg", "slurm-wlm-rsmi-plugin", "slurm-wlm-basic-plugins", "librocm-smi64-1", "librocsparse0",
-          "libamdhip64-5", "libhsa-runtime64-1", "libhsakmt1", "libamd-comgr2", "rocminfo", "hipcc")
+ALWAYS = (
+    "dpkg",
+    "slurm-wlm-rsmi-plugin",
+    "slurm-wlm-basic-plugins",
+    "librocm-smi64-1",
+    "librocsparse0",
+    "libamdhip64-5",
+    "libhsa-runtime64-1",
+    "libhsakmt1",
+    "libamd-comgr2",
+    "rocminfo",
+    "hipcc",
+)
 
 
 def build_status(count: int, root: Path) -> int:
@@ -75,11 +86,14 @@ def main() -> int:
         count = build_status(args.packages, root)
         size = (root / "var/lib/dpkg/status").stat().st_size
         report = find_strays(root)
-        print(f"{count} installed packages, status file {size / 2**20:.1f} MiB; {len(report.strays)} strays: "
-              + ", ".join(f"{s.package} (needed by {', '.join(s.needed_by) or 'nothing'})" for s in report.strays))
+        print(
+            f"{count} installed packages, status file {size / 2**20:.1f} MiB; {len(report.strays)} strays: "
+            + ", ".join(f"{s.package} (needed by {', '.join(s.needed_by) or 'nothing'})" for s in report.strays)
+        )
         runs = {
             "(a) verify strays, fresh process": lambda: timed(
-                [sys.executable, "-m", "verify", "strays", "--root", str(root), "--json"]),
+                [sys.executable, "-m", "verify", "strays", "--root", str(root), "--json"]
+            ),
             "(b) find_strays in process": lambda: _in_process(root),
             "(c) dpkg-query -W (peer)": lambda: timed(["dpkg-query", f"--admindir={root}/var/lib/dpkg", "-W"]),
             "(d) python3 -I -c pass (peer)": lambda: timed([sys.executable, "-I", "-c", "pass"]),
@@ -91,8 +105,10 @@ def main() -> int:
     best = {label: min(values) for label, values in times.items()}
     print(f"{'':36} {'best':>9} {'median':>9} {'/ (c)':>7} {'/ (d)':>7}")
     for label, values in times.items():
-        print(f"{label:36} {best[label]:8.3f}s {statistics.median(values):8.3f}s "
-              f"{best[label] / best['(c) dpkg-query -W (peer)']:7.1f} {best[label] / best['(d) python3 -I -c pass (peer)']:7.1f}")
+        print(
+            f"{label:36} {best[label]:8.3f}s {statistics.median(values):8.3f}s "
+            f"{best[label] / best['(c) dpkg-query -W (peer)']:7.1f} {best[label] / best['(d) python3 -I -c pass (peer)']:7.1f}"
+        )
     verdict = "met" if best["(a) verify strays, fresh process"] < 1.0 else "NOT met"
     print(f"target (a) < 1 s: {verdict}")
     return 0

@@ -64,9 +64,21 @@ def main() -> int:
             opened.extractall(unpacked)
         subprocess.run([PYTHON3, "-m", "compileall", "-q", str(unpacked)], check=True, stdout=subprocess.DEVNULL)
         places["unpacked"] = str(unpacked)
-        commands = {"strays --json": ["strays", "--json"],
-                    "check --static-only": ["check", "--static-only", "--venv", str(args.venv), "--expect-rocm",
-                                            "7.2.4", "--device", "cpu", "--no-gpu-required", "--json"]}
+        commands = {
+            "strays --json": ["strays", "--json"],
+            "check --static-only": [
+                "check",
+                "--static-only",
+                "--venv",
+                str(args.venv),
+                "--expect-rocm",
+                "7.2.4",
+                "--device",
+                "cpu",
+                "--no-gpu-required",
+                "--json",
+            ],
+        }
         for words in commands.values():  # fills the cache, and the page cache for all three
             for place in places.values():
                 cpu([PYTHON3, "-I", "-S", place, *words])
@@ -86,8 +98,10 @@ def main() -> int:
     print("|---|---|---|---|---|---|")
     for command in commands:
         med = {label: statistics.median(found[command, label]) * 1000 for label in places}
-        print(f"| {command} | {med['no cache']:.1f} | {med['cache']:.1f} | {med['unpacked']:.1f} | "
-              f"{med['cache'] / med['no cache']:.2f} | {med['cache'] / med['unpacked']:.2f} |")
+        print(
+            f"| {command} | {med['no cache']:.1f} | {med['cache']:.1f} | {med['unpacked']:.1f} | "
+            f"{med['cache'] / med['no cache']:.2f} | {med['cache'] / med['unpacked']:.2f} |"
+        )
     return 0
 
 

@@ -76,10 +76,12 @@ def build_dummy_set(base: Path, size: int) -> Path:
     wheel = directory / WHEEL
     small = {
         f"{NAME}/__init__.py": b'"""rocm-fleet benchmark DUMMY: random bytes standing in for a multi-GB wheel."""\n',
-        f"{NAME}-1.0.dist-info/METADATA": (b"Metadata-Version: 2.1\nName: rocm-fleet-bench-dummy\nVersion: 1.0\n"
-                                           b"Summary: DUMMY wheel for bench/wheelhouse_distribution.py\n"),
+        f"{NAME}-1.0.dist-info/METADATA": (
+            b"Metadata-Version: 2.1\nName: rocm-fleet-bench-dummy\nVersion: 1.0\n"
+            b"Summary: DUMMY wheel for bench/wheelhouse_distribution.py\n"
+        ),
         f"{NAME}-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: rocm-fleet bench\nRoot-Is-Purelib: true\n"
-                                       b"Tag: py3-none-any\n",
+        b"Tag: py3-none-any\n",
     }
     record = []
     with zipfile.ZipFile(wheel, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
@@ -127,8 +129,9 @@ def socket_bytes_sent(pid: int) -> dict[tuple[str, str], int]:
 def run_pyinfra(argv: list[str], env: dict | None = None) -> tuple[float, int, int]:
     """(wall seconds, exit status, bytes the pyinfra process sent over TCP — its SSH connections to the hosts)."""
     started = time.monotonic()
-    process = subprocess.Popen([PYINFRA, *argv], cwd=REPO, env={**ENV, **(env or {})}, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [PYINFRA, *argv], cwd=REPO, env={**ENV, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     sent: dict[tuple[str, str], int] = {}
 
     def sample() -> None:
@@ -167,8 +170,12 @@ def own_work(hosts, wheel: Path) -> float:
     for destination in destinations:
         destination.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    processes = [subprocess.Popen([sys.executable, "-c", OWN_WORK, str(wheel), str(destination)],
-                                  stdout=subprocess.PIPE, text=True) for destination in destinations]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", OWN_WORK, str(wheel), str(destination)], stdout=subprocess.PIPE, text=True
+        )
+        for destination in destinations
+    ]
     digests = [process.communicate()[0].strip() for process in processes]
     wall = time.monotonic() - started
     if any(process.returncode != 0 for process in processes) or set(digests) != {expected}:
@@ -183,26 +190,34 @@ def clean(hosts) -> None:
 
 def pip_from(port: int) -> str:
     """The pull install's pip flags, as `pip download` into ON_HOST (see the module docstring)."""
-    return (f"{PIP_VENV}/bin/python -m pip download --isolated --disable-pip-version-check --no-input --no-index "
-            f"--find-links http://127.0.0.1:{port}/{SET}/ --require-hashes --no-cache-dir "
-            f"-r /var/tmp/rocm-fleet-bench-requirements.txt -d {ON_HOST}")
+    return (
+        f"{PIP_VENV}/bin/python -m pip download --isolated --disable-pip-version-check --no-input --no-index "
+        f"--find-links http://127.0.0.1:{port}/{SET}/ --require-hashes --no-cache-dir "
+        f"-r /var/tmp/rocm-fleet-bench-requirements.txt -d {ON_HOST}"
+    )
 
 
-def relay(fleet, seed_inventory: str, others_inventory: str | None, wheel_set: Path, n: int,
-          size: int) -> tuple[float, int, int]:
+def relay(
+    fleet, seed_inventory: str, others_inventory: str | None, wheel_set: Path, n: int, size: int
+) -> tuple[float, int, int]:
     """Push to the first host, then the others pull from it: (wall s, bytes through pyinfra, bytes the seed
     served)."""
     started = time.monotonic()
-    _, code, written = run_pyinfra([seed_inventory, "bench/wheelhouse_push_deploy.py", "-y"],
-                                   {"ROCM_FLEET_BENCH_SET": str(wheel_set), "ROCM_FLEET_BENCH_DEST": ON_HOST})
+    _, code, written = run_pyinfra(
+        [seed_inventory, "bench/wheelhouse_push_deploy.py", "-y"],
+        {"ROCM_FLEET_BENCH_SET": str(wheel_set), "ROCM_FLEET_BENCH_DEST": ON_HOST},
+    )
     if code != 0:
         sys.exit(f"relay: the push to the seed failed (exit {code})")
     served = 0
     if others_inventory is not None:
         port = free_port()
-        seed = subprocess.Popen(["chroot", str(fleet.hosts[0].root), "sh", "-c",
-                                 seed_server_command(ON_HOST, SET, "127.0.0.1", port)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        seed = subprocess.Popen(
+            ["chroot", str(fleet.hosts[0].root), "sh", "-c", seed_server_command(ON_HOST, SET, "127.0.0.1", port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         first = seed.stdout.readline()
         if not first.startswith(READY):
             seed.kill()
@@ -214,8 +229,11 @@ def relay(fleet, seed_inventory: str, others_inventory: str | None, wheel_set: P
         if code != 0:
             sys.exit(f"relay: the pull from the seed failed (exit {code})")
     wall = time.monotonic() - started
-    arrived = sum((host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size for host in fleet.hosts[:n]
-                  if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file())
+    arrived = sum(
+        (host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size
+        for host in fleet.hosts[:n]
+        if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file()
+    )
     if arrived != n * size:
         sys.exit(f"relay to {n} host(s): {arrived} of {n * size} bytes arrived")
     return wall, written, served
@@ -239,8 +257,11 @@ def main() -> int:
         started = time.monotonic()
         wheel_set = build_dummy_set(scratch / "wheelhouse", int(args.size_gib * GIB))
         size = (wheel_set / WHEEL).stat().st_size
-        print(f"DUMMY wheelhouse: {WHEEL}, {size / GIB:.2f} GiB of random bytes (built in "
-              f"{time.monotonic() - started:.0f} s)", flush=True)
+        print(
+            f"DUMMY wheelhouse: {WHEEL}, {size / GIB:.2f} GiB of random bytes (built in "
+            f"{time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
         with Fleet.up(n=max(sizes), login="admin") as fleet:
             inventories = {n: str(sub_inventory(fleet, n, scratch)) for n in sizes}
             seed_inventory = str(sub_inventory(fleet, 1, scratch))
@@ -257,10 +278,14 @@ def main() -> int:
                     before = children_cpu()
                     wall, code, written = run_pyinfra(
                         [inventories[n], "bench/wheelhouse_push_deploy.py", "-y"],
-                        {"ROCM_FLEET_BENCH_SET": str(wheel_set), "ROCM_FLEET_BENCH_DEST": ON_HOST})
+                        {"ROCM_FLEET_BENCH_SET": str(wheel_set), "ROCM_FLEET_BENCH_DEST": ON_HOST},
+                    )
                     cpu = children_cpu() - before
-                    arrived = sum((host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size for host in hosts
-                                  if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file())
+                    arrived = sum(
+                        (host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size
+                        for host in hosts
+                        if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file()
+                    )
                     if code != 0 or arrived != n * size:
                         sys.exit(f"push to {n} host(s) failed (exit {code}, {arrived} of {n * size} bytes arrived)")
                     results[("push", n)].append((wall, cpu, written, 0))
@@ -278,8 +303,11 @@ def main() -> int:
                     wall = time.monotonic() - started
                     cpu = children_cpu() - before
                     served = int(server.served.split()[1]) if server.served else 0
-                    arrived = sum((host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size for host in hosts
-                                  if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file())
+                    arrived = sum(
+                        (host.root / ON_HOST.lstrip("/") / WHEEL).stat().st_size
+                        for host in hosts
+                        if (host.root / ON_HOST.lstrip("/") / WHEEL).is_file()
+                    )
                     if code != 0 or arrived != n * size:
                         sys.exit(f"pull to {n} host(s) failed (exit {code}, {arrived} of {n * size} bytes arrived)")
                     results[("pull", n)].append((wall, cpu, written, served))
@@ -298,18 +326,23 @@ def main() -> int:
                     around.append(load())
                     clean(hosts)
                     push, pull, relayed = (results[(mode, n)][-1] for mode in ("push", "pull", "relay"))
-                    print(f"  round {round_number} N={n}: push {push[0]:.1f} s (load {around[0]} -> {around[1]}), "
-                          f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), relay {relayed[0]:.1f} s "
-                          f"(load {around[4]} -> {around[5]}); pull/push {pull[0] / push[0]:.2f}, "
-                          f"relay/push {relayed[0] / push[0]:.2f}; the hosts' own work alone "
-                          f"{results[('own', n)][-1][0]:.1f} s (load {around[6]} -> {around[7]})", flush=True)
+                    print(
+                        f"  round {round_number} N={n}: push {push[0]:.1f} s (load {around[0]} -> {around[1]}), "
+                        f"pull {pull[0]:.1f} s (load {around[2]} -> {around[3]}), relay {relayed[0]:.1f} s "
+                        f"(load {around[4]} -> {around[5]}); pull/push {pull[0] / push[0]:.2f}, "
+                        f"relay/push {relayed[0] / push[0]:.2f}; the hosts' own work alone "
+                        f"{results[('own', n)][-1][0]:.1f} s (load {around[6]} -> {around[7]})",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"load average at the end: {loads()}")
     print(f"\nDUMMY wheelhouse of {size / GIB:.2f} GiB; median of {args.rounds} rounds")
-    print("| mode | N | wall s | × its N=1 | controller CPU s | through pyinfra (× wheelhouse) | "
-          "through the server (× wheelhouse) | MB/s to all hosts |")
+    print(
+        "| mode | N | wall s | × its N=1 | controller CPU s | through pyinfra (× wheelhouse) | "
+        "through the server (× wheelhouse) | MB/s to all hosts |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for mode in ("push", "pull", "relay", "own"):
         one = statistics.median(v[0] for v in results[(mode, sizes[0])])
@@ -320,8 +353,10 @@ def main() -> int:
             written = statistics.median(v[2] for v in values)
             served = statistics.median(v[3] for v in values)
             through = "– | –" if mode == "own" else f"{written / size:.2f} | {served / size:.2f}"
-            print(f"| {mode} | {n} | {wall:.1f} | {wall / one:.2f} | {cpu:.1f} | {through} | "
-                  f"{n * size / wall / 1e6:.0f} |")
+            print(
+                f"| {mode} | {n} | {wall:.1f} | {wall / one:.2f} | {cpu:.1f} | {through} | "
+                f"{n * size / wall / 1e6:.0f} |"
+            )
     return 0
 
 

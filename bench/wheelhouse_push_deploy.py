@@ -10,5 +10,9 @@ from roles.uploads import Upload, checked_files
 from roles.venv.wheelhouse import wheelhouse_files
 
 local = Path(os.environ["ROCM_FLEET_BENCH_SET"])
-checked_files(name=f"Wheelhouse {local.name}", directory=os.environ["ROCM_FLEET_BENCH_DEST"], delete=True,
-              uploads=[Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())])
+checked_files(
+    name=f"Wheelhouse {local.name}",
+    directory=os.environ["ROCM_FLEET_BENCH_DEST"],
+    delete=True,
+    uploads=[Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())],
+)

@@ -13,19 +13,32 @@ through a group this fleet defines.
 """
 
 # Every host of the lab: what they share (how to log in, how long to wait for apt) is group_data/lab_fleet.py.
-lab_fleet = ["ws-ml-01.lab.example.org", "ws-ml-02.lab.example.org", "ws-ml-03.lab.example.org",
-             "rf-07.lab.example.org"]
+lab_fleet = [
+    "ws-ml-01.lab.example.org",
+    "ws-ml-02.lab.example.org",
+    "ws-ml-03.lab.example.org",
+    "rf-07.lab.example.org",
+]
 
 # Ubuntu 24.04 workstations, one person each; the third is shared by two people and owns a venv of its own.
 ml_lab = [
     ("ws-ml-01.lab.example.org", {"workstation_users": ["maria"]}),
     ("ws-ml-02.lab.example.org", {"workstation_users": ["tom"]}),
-    ("ws-ml-03.lab.example.org", {"workstation_users": ["amira", "jonas"], "venv_owner": "amira",
-                                  "venv_path": "/home/amira/venvs/rocm-fleet"}),
+    (
+        "ws-ml-03.lab.example.org",
+        {"workstation_users": ["amira", "jonas"], "venv_owner": "amira", "venv_path": "/home/amira/venvs/rocm-fleet"},
+    ),
 ]
 
 # An Ubuntu 22.04 render box behind a jump port; ROCm 6.4 is still in use there, so 7.2.4 goes beside it.
 render_farm = [
-    ("rf-07.lab.example.org", {"ssh_port": 2222, "workstation_users": ["render"], "venv_owner": "render",
-                               "rocm_other_release": "side-by-side"}),
+    (
+        "rf-07.lab.example.org",
+        {
+            "ssh_port": 2222,
+            "workstation_users": ["render"],
+            "venv_owner": "render",
+            "rocm_other_release": "side-by-side",
+        },
+    ),
 ]

@@ -86,8 +86,12 @@ class Recipe:
 
 
 # The environment of commands run inside a root: none of the controller's own (its PATH, a venv, its locale).
-CHROOT_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive",
-              "HOME": "/root"}
+CHROOT_ENV = {
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "DEBIAN_FRONTEND": "noninteractive",
+    "HOME": "/root",
+}
 
 
 def _chroot(root: Path, *argv: str, doing: str) -> None:
@@ -107,8 +111,17 @@ def configure(root: Path) -> None:
     (root / "etc/localfleet").write_text(
         "This is a localfleet test workstation (a chroot on the controller machine), not a real host.\n"
     )
-    _chroot(root, "useradd", "--create-home", "--shell", "/bin/bash", "--groups", "sudo", ADMIN_USER,
-            doing=f"creating the {ADMIN_USER} account in {root}")
+    _chroot(
+        root,
+        "useradd",
+        "--create-home",
+        "--shell",
+        "/bin/bash",
+        "--groups",
+        "sudo",
+        ADMIN_USER,
+        doing=f"creating the {ADMIN_USER} account in {root}",
+    )
     sudoers = root / "etc/sudoers.d/localfleet-admin"
     sudoers.write_text(f"{ADMIN_USER} ALL=(ALL:ALL) NOPASSWD: ALL\n")
     sudoers.chmod(0o440)
@@ -136,7 +149,9 @@ def ensure_base(layout: Layout, recipe: Recipe = Recipe()) -> Path:
 
 def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
     if shutil.which("debootstrap") is None:
-        raise FleetError("debootstrap is not installed on the controller — apt-get install debootstrap (bin/bootstrap does)")
+        raise FleetError(
+            "debootstrap is not installed on the controller — apt-get install debootstrap (bin/bootstrap does)"
+        )
     for stale in layout.bases.glob(".build-*"):  # a build interrupted by a killed process
         log.info("removing interrupted base build %s", stale)
         remove_tree(stale, inside=layout.cache)
@@ -151,9 +166,18 @@ def _build(layout: Layout, recipe: Recipe, target: Path) -> None:
         with open(build_log, "w") as out:
             # Never outlives this call: a debootstrap still writing into the build would defeat its removal below.
             done = run_child(
-                ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.include)}",
-                 "--components=main", f"--cache-dir={layout.debs}", recipe.suite, str(building), recipe.mirror],
-                stdout=out, stderr=subprocess.STDOUT,
+                [
+                    "debootstrap",
+                    f"--variant={recipe.variant}",
+                    f"--include={','.join(recipe.include)}",
+                    "--components=main",
+                    f"--cache-dir={layout.debs}",
+                    recipe.suite,
+                    str(building),
+                    recipe.mirror,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         if done.returncode != 0:
             raise FleetError(
@@ -205,8 +229,11 @@ def overlay_or_copy(lower: Path, target: Path, upper: Path, work: Path) -> bool:
     log.warning("cannot mount an overlay of %s at %s (%s): copying it instead", lower, target, failure)
     for directory in (upper, work):  # (a mount that failed late may have left its work/work)
         shutil.rmtree(directory)
-    run(["cp", "-a", "--reflink=auto", f"{lower}/.", target], f"copying {lower} to {target}",
-        fix=f"check free space with `df -h {target.parent}`")
+    run(
+        ["cp", "-a", "--reflink=auto", f"{lower}/.", target],
+        f"copying {lower} to {target}",
+        fix=f"check free space with `df -h {target.parent}`",
+    )
     return False
 
 

@@ -70,7 +70,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         if state.owner is None:
             owner = "persistent (until `down`)"
         else:
-            owner = f"owned by pid {state.owner.pid}" + ("" if state.owner.alive() else " — gone: stale, next up/down removes it")
+            owner = f"owned by pid {state.owner.pid}" + (
+                "" if state.owner.alive() else " — gone: stale, next up/down removes it"
+            )
         print(f"{state.name}: {len(state.hosts)} host(s), login {state.login}, {owner}")
         print(f"  inventory {state.directory}/inventory.py")
         for host in state.hosts:
@@ -99,14 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="bring up N test workstations and print the inventory path")
     up.add_argument("--hosts", type=_host_count, default=3, metavar="N", help="number of hosts (default 3)")
     up.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
-    up.add_argument("--login", choices=("root", "admin"), default="root",
-                    help="SSH login of the inventory: root, or admin with sudo (_sudo: True), as real fleets do")
+    up.add_argument(
+        "--login",
+        choices=("root", "admin"),
+        default="root",
+        help="SSH login of the inventory: root, or admin with sudo (_sudo: True), as real fleets do",
+    )
     up.set_defaults(run=cmd_up)
     dn = sub.add_parser("down", help="tear a fleet down: processes, mounts, files (the cached base stays)")
     dn.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
     dn.add_argument("--all", action="store_true", help="every local fleet")
-    dn.add_argument("--force", action="store_true",
-                    help="also fleets that belong to a running process (another test session)")
+    dn.add_argument(
+        "--force", action="store_true", help="also fleets that belong to a running process (another test session)"
+    )
     dn.set_defaults(run=cmd_down)
     st = sub.add_parser("status", help="list local fleets and their hosts")
     st.set_defaults(run=cmd_status)
@@ -115,8 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="localfleet: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="localfleet: %(message)s", stream=sys.stderr
+    )
     unwind_on_signals()  # a half-done `up` tears itself down
     try:
         code = args.run(args)

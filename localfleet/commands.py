@@ -39,8 +39,9 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def run_child(argv: Sequence[str], *, input: str | bytes | None = None, capture_output: bool = False,
-              **kwargs) -> subprocess.CompletedProcess:
+def run_child(
+    argv: Sequence[str], *, input: str | bytes | None = None, capture_output: bool = False, **kwargs
+) -> subprocess.CompletedProcess:
     """subprocess.run(argv, …) to the child's end (no time limit, no check), but no exception — a signal's included —
     ever leaves the child running: it is killed and reaped before the exception goes on.
 

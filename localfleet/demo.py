@@ -126,7 +126,7 @@ def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS) -> int:
             else:  # failed (Fleet.up tore it down itself), or interrupted just as Fleet.up returned it
                 down_if_ours(name)
     summary = reports_dir / "summary.md"
-    print("\n== Fleet summary ({}) ==\n".format(summary), flush=True)
+    print(f"\n== Fleet summary ({summary}) ==\n", flush=True)
     print(summary.read_text(encoding="utf-8") if summary.is_file() else "(no summary was written)")
     verdict = judge_demo(names, read_reports(reports_dir, names), pyinfra_exit)
     if not summary.is_file():  # the summary is half of what the demo shows: its absence is never the expected result
@@ -138,13 +138,20 @@ def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bin/demo", description=__doc__.split("\n\n")[1].replace("\n", " "))
-    parser.add_argument("--reports-dir", type=Path, default=REPORTS, metavar="DIR",
-                        help=f"where the reports and the summary go (default: {REPORTS}); an earlier demo's "
-                             "files there are replaced")
+    parser.add_argument(
+        "--reports-dir",
+        type=Path,
+        default=REPORTS,
+        metavar="DIR",
+        help=f"where the reports and the summary go (default: {REPORTS}); an earlier demo's files there are replaced",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
-        print("bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
-              "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`", file=sys.stderr)
+        print(
+            "bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
+            "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`",
+            file=sys.stderr,
+        )
         return EXIT_NOT_ROOT
     logging.basicConfig(level=logging.INFO, format="localfleet: %(message)s", stream=sys.stderr)
     unwind_on_signals()  # the fleet is torn down on the way out

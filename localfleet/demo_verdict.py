@@ -18,8 +18,9 @@ than 1 (it exits 1 exactly when a host failed, which every host does here by des
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verify.api import FAIL, CheckResult, Report, judge_report
 
@@ -78,8 +79,13 @@ def _linkage_surprise(check: CheckResult, report: Report) -> str | None:
 def judge_host(host: str, document: Mapping[str, Any] | None) -> HostVerdict:
     """`document`: the host's reports/<host>.json as read (None: there is none)."""
     if document is None:
-        return HostVerdict(host, ("no verification report: the host was unreachable or a stage failed before "
-                                  "verification (the summary says which)",))
+        return HostVerdict(
+            host,
+            (
+                "no verification report: the host was unreachable or a stage failed before "
+                "verification (the summary says which)",
+            ),
+        )
     judged = judge_report(document)
     if not judged.trustworthy:
         return HostVerdict(host, (f"the report proves nothing: {judged.problem}",))
@@ -98,8 +104,10 @@ def judge_host(host: str, document: Mapping[str, Any] | None) -> HostVerdict:
     if linkage is None:
         surprises.append("the report has no linkage.static check")
     elif linkage.status != FAIL:
-        surprises.append(f"linkage.static is {linkage.status.upper()} — this host has a system ROCm "
-                         f"(or something serving {TRAP_LIBRARY}): {linkage.reason}")
+        surprises.append(
+            f"linkage.static is {linkage.status.upper()} — this host has a system ROCm "
+            f"(or something serving {TRAP_LIBRARY}): {linkage.reason}"
+        )
     return HostVerdict(host, tuple(surprises))
 
 

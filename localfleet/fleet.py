@@ -57,8 +57,9 @@ class FleetInUse(FleetError):
 def _refuse_if_owned_elsewhere(name: str, state: FleetState | None, doing: str) -> None:
     owner = state.owner if state else None
     if owner and owner.pid != os.getpid() and owner.alive():
-        raise FleetInUse(f"fleet {name!r} belongs to running process {owner.pid}, which tears it down when it ends — "
-                         f"{doing}")
+        raise FleetInUse(
+            f"fleet {name!r} belongs to running process {owner.pid}, which tears it down when it ends — {doing}"
+        )
 
 
 @contextlib.contextmanager
@@ -102,8 +103,16 @@ class Fleet:
 
     # --- bring up ---------------------------------------------------------------------------------------------------
     @classmethod
-    def up(cls, n: int = 3, name: str | None = None, *, ports: Sequence[int] | None = None, login: str = "root",
-           data: dict | None = None, cache: Path | str | None = None) -> Fleet:
+    def up(
+        cls,
+        n: int = 3,
+        name: str | None = None,
+        *,
+        ports: Sequence[int] | None = None,
+        login: str = "root",
+        data: dict | None = None,
+        cache: Path | str | None = None,
+    ) -> Fleet:
         """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind
         (a signal that lands as it returns: see down_if_ours).
 
@@ -140,8 +149,13 @@ class Fleet:
                 raise_if_interrupted()
                 # Inside the try: a signal that lands here still tears the fleet down. One that lands after it, while
                 # this returns, reaches the caller without the fleet: that caller tears it down with down_if_ours.
-                log.info("fleet %r: %d host(s) up in %.1f s — inventory %s", name, n, time.monotonic() - started,
-                         fleet.inventory)
+                log.info(
+                    "fleet %r: %d host(s) up in %.1f s — inventory %s",
+                    name,
+                    n,
+                    time.monotonic() - started,
+                    fleet.inventory,
+                )
             except BaseException:
                 log.info("fleet %r: bringing up failed, tearing down what was started", name)
                 _teardown(layout, fleet_dir)
@@ -152,8 +166,11 @@ class Fleet:
     def _bring_up(self, n: int, ports: Sequence[int] | None, data: dict) -> None:
         ssh_dir = self.directory / "ssh"
         ssh_dir.mkdir(mode=0o700)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"localfleet-{self.name}", "-f", self.client_key],
-            f"generating the client key of fleet {self.name}", fix="apt-get install openssh-client")
+        run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"localfleet-{self.name}", "-f", self.client_key],
+            f"generating the client key of fleet {self.name}",
+            fix="apt-get install openssh-client",
+        )
         client_public_key = self.client_key.with_name(self.client_key.name + ".pub").read_text()
         for index in range(1, n + 1):
             raise_if_interrupted()
@@ -176,10 +193,14 @@ class Fleet:
                 return chosen, ident
             except PortTaken:
                 if port:
-                    raise FleetError(f"{name}: port {port} on {LOOPBACK} is taken by another program — "
-                                     "choose a free port, or let localfleet pick one") from None
+                    raise FleetError(
+                        f"{name}: port {port} on {LOOPBACK} is taken by another program — "
+                        "choose a free port, or let localfleet pick one"
+                    ) from None
                 log.info("%s: port %d was taken meanwhile, trying another (attempt %d)", name, chosen, attempt + 1)
-        raise FleetError(f"{name}: no free port on {LOOPBACK} after {PORT_ATTEMPTS} attempts — see {self.sshd_log(name)}")
+        raise FleetError(
+            f"{name}: no free port on {LOOPBACK} after {PORT_ATTEMPTS} attempts — see {self.sshd_log(name)}"
+        )
 
     def _write_inventory(self, data: dict) -> None:
         user = LOGINS[self.login]
@@ -196,7 +217,9 @@ class Fleet:
         layout = Layout.default(cache)
         state = load_state(layout.fleet_dir(name))
         if state is None:
-            raise FleetError(f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name {name}`")
+            raise FleetError(
+                f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name {name}`"
+            )
         return cls(layout, state)
 
     # --- what a fleet has --------------------------------------------------------------------------------------------

@@ -23,8 +23,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HOST_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-            "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive"}
+HOST_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "HOME": "/root",
+    "DEBIAN_FRONTEND": "noninteractive",
+}
 # On the controller: a UTS namespace with the host's name, then chroot into its root (the command keeps the pid).
 _ENTER = 'hostname "$1" && root="$2" && shift 2 && exec chroot "$root" "$@"'
 
@@ -55,18 +59,34 @@ class FleetHost:
         """The controller-side argv that runs `argv` inside this host (for Popen, when run() does not fit)."""
         return ["unshare", "--uts", "--", "/bin/sh", "-c", _ENTER, "localfleet-enter", self.name, str(self.root), *argv]
 
-    def run(self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
-            timeout: float | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        input: str | None = None,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run `argv` as root inside the host (chroot); text output captured. check=True: non-zero exit → FleetError."""
-        done = subprocess.run(self.command(argv), capture_output=True, text=True, input=input, timeout=timeout,
-                              env={**HOST_ENV, **(env or {})})
+        done = subprocess.run(
+            self.command(argv),
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+            env={**HOST_ENV, **(env or {})},
+        )
         if check and done.returncode != 0:
-            raise FleetError(f"{self.name}: `{shlex.join(argv)}` failed (exit {done.returncode}): "
-                             f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}")
+            raise FleetError(
+                f"{self.name}: `{shlex.join(argv)}` failed (exit {done.returncode}): "
+                f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}"
+            )
         return done
 
-    def apt_install(self, packages: Sequence[str], *, recommends: bool = True, update: bool = True,
-                    lock_timeout_s: int = 120) -> subprocess.CompletedProcess:
+    def apt_install(
+        self, packages: Sequence[str], *, recommends: bool = True, update: bool = True, lock_timeout_s: int = 120
+    ) -> subprocess.CompletedProcess:
         """apt-get install from Debian's real archive inside the host (apt's defaults, Recommends included, unless told).
 
         Maintainer scripts cannot start daemons (the base's policy-rc.d forbids it). Returns apt-get install's result.
@@ -86,9 +106,14 @@ class FleetHost:
         process = None
         try:
             with signals_held():
-                process = subprocess.Popen(self.command(["python3", "-c", _HOLD_DPKG_LOCK, *limit]),
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           text=True, env=HOST_ENV)
+                process = subprocess.Popen(
+                    self.command(["python3", "-c", _HOLD_DPKG_LOCK, *limit]),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=HOST_ENV,
+                )
             # "locked" once it holds them, or end of file: it could not take them and exited.
             line = process.stdout.readline()
         except BaseException:
@@ -97,8 +122,10 @@ class FleetHost:
         if line.strip() != "locked":
             stop_processes([process.pid])
             process.wait()
-            raise FleetError(f"{self.name}: could not take the dpkg lock: {last_line(process.stderr.read())} "
-                             "(is apt or dpkg running in this host?)")
+            raise FleetError(
+                f"{self.name}: could not take the dpkg lock: {last_line(process.stderr.read())} "
+                "(is apt or dpkg running in this host?)"
+            )
         return DpkgLockHolder(self.name, process)
 
     # --- sshd -----------------------------------------------------------------------------------------------------
@@ -113,8 +140,10 @@ class FleetHost:
         # stop_sshd returns once sshd has exited, and the kernel closes a process's sockets before it becomes a
         # zombie: a port that still accepts connections now belongs to another program.
         if is_listening(self.port):
-            raise FleetError(f"{self.name}: port {self.port} still accepts connections after its sshd stopped — "
-                             f"another program listens there (`ss -ltnp 'sport = {self.port}'`)")
+            raise FleetError(
+                f"{self.name}: port {self.port} still accepts connections after its sshd stopped — "
+                f"another program listens there (`ss -ltnp 'sport = {self.port}'`)"
+            )
 
     def start_sshd(self) -> None:
         """Start the host's sshd again, on the same port (so the inventory stays right)."""
@@ -126,18 +155,39 @@ class FleetHost:
     # --- over SSH, as pyinfra reaches it --------------------------------------------------------------------------
     def ssh_argv(self, user: str | None = None) -> list[str]:
         """OpenSSH client argv for this host, with the fleet's key and known_hosts (strict), no user config."""
-        return ["ssh", "-F", "/dev/null", "-i", str(self.fleet.client_key), "-p", str(self.port),
-                "-o", f"UserKnownHostsFile={self.fleet.known_hosts}", "-o", "StrictHostKeyChecking=yes",
-                "-o", "BatchMode=yes", f"{user or self.fleet.login}@{LOOPBACK}"]
+        return [
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-i",
+            str(self.fleet.client_key),
+            "-p",
+            str(self.port),
+            "-o",
+            f"UserKnownHostsFile={self.fleet.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            f"{user or self.fleet.login}@{LOOPBACK}",
+        ]
 
-    def ssh(self, argv: Sequence[str], *, check: bool = True, user: str | None = None,
-            timeout: float | None = None) -> subprocess.CompletedProcess:
+    def ssh(
+        self, argv: Sequence[str], *, check: bool = True, user: str | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess:
         """`argv` over SSH (no time limit unless given: on a loaded machine sshd may take seconds to answer)."""
-        done = subprocess.run([*self.ssh_argv(user), "--", shlex.join(argv)], capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [*self.ssh_argv(user), "--", shlex.join(argv)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and done.returncode != 0:
-            raise FleetError(f"{self.name}: ssh `{shlex.join(argv)}` failed (exit {done.returncode}): "
-                             f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}")
+            raise FleetError(
+                f"{self.name}: ssh `{shlex.join(argv)}` failed (exit {done.returncode}): "
+                f"{last_line(done.stderr if done.stderr.strip() else done.stdout)}"
+            )
         return done
 
 

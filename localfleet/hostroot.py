@@ -53,8 +53,11 @@ def personalize(root: Path, name: str, client_public_key: str) -> str:
     host_key = root / "etc/ssh/ssh_host_ed25519_key"
     for old in (host_key, host_key.with_suffix(".pub")):
         old.unlink(missing_ok=True)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", host_key],
-        f"generating the SSH host key of {name}", fix="apt-get install openssh-client")
+    run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", host_key],
+        f"generating the SSH host key of {name}",
+        fix="apt-get install openssh-client",
+    )
     host_public_key = host_key.with_name(host_key.name + ".pub").read_text().strip()
 
     uid, gid, home = _account(root, ADMIN_USER)
@@ -74,7 +77,9 @@ def _account(root: Path, user: str) -> tuple[int, int, str]:
         fields = line.split(":")
         if fields[0] == user:
             return int(fields[2]), int(fields[3]), fields[5]
-    raise LookupError(f"no account {user!r} in {root}/etc/passwd — the base root is incomplete: delete {root.parent} and retry")
+    raise LookupError(
+        f"no account {user!r} in {root}/etc/passwd — the base root is incomplete: delete {root.parent} and retry"
+    )
 
 
 def mount_kernel_filesystems(root: Path) -> None:

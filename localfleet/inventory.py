@@ -51,11 +51,14 @@ def render_inventory(fleet_name: str, hosts: list[tuple[str, dict]], group_data:
 
 
 def host_entry(name: str, port: int, user: str, client_key: Path, known_hosts: Path) -> tuple[str, dict]:
-    return (name, {
-        "ssh_hostname": LOOPBACK,
-        "ssh_port": port,
-        "ssh_user": user,
-        "ssh_key": str(client_key),
-        "ssh_known_hosts_file": str(known_hosts),
-        "ssh_strict_host_key_checking": "yes",  # every host key is in known_hosts: a mismatch is an error
-    })
+    return (
+        name,
+        {
+            "ssh_hostname": LOOPBACK,
+            "ssh_port": port,
+            "ssh_user": user,
+            "ssh_key": str(client_key),
+            "ssh_known_hosts_file": str(known_hosts),
+            "ssh_strict_host_key_checking": "yes",  # every host key is in known_hosts: a mismatch is an error
+        },
+    )

@@ -1,10 +1,10 @@
 """Where localfleet keeps things on the controller (all under one directory it owns, by default .cache/localfleet/).
 
-    base/bookworm-<recipe hash>/   the debootstrapped Debian 12 root, shared read-only by every fleet
-    base/debs/                     debootstrap's package cache, so a rebuild downloads nothing it already has
-    wheelhouse/                    the controller path given to hosts as `wheelhouse` (filled by the venv stage)
-    fleets/<name>/                 one fleet: state.json, inventory.py, ssh/, logs/, hosts/<host>/root …
-    fleets/<name>.lock             held while a fleet is brought up or torn down
+base/bookworm-<recipe hash>/   the debootstrapped Debian 12 root, shared read-only by every fleet
+base/debs/                     debootstrap's package cache, so a rebuild downloads nothing it already has
+wheelhouse/                    the controller path given to hosts as `wheelhouse` (filled by the venv stage)
+fleets/<name>/                 one fleet: state.json, inventory.py, ssh/, logs/, hosts/<host>/root …
+fleets/<name>.lock             held while a fleet is brought up or torn down
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
 def check_name(kind: str, name: str) -> str:
     if not _NAME.fullmatch(name):
-        raise FleetError(f"{kind} name {name!r} is not usable: use 1-40 of a-z, 0-9, '-', '_' (starting with a letter or digit)")
+        raise FleetError(
+            f"{kind} name {name!r} is not usable: use 1-40 of a-z, 0-9, '-', '_' (starting with a letter or digit)"
+        )
     return name
 
 

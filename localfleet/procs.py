@@ -141,9 +141,11 @@ def stop_processes_rooted_under(directory: Path, grace_s: float = 3.0) -> list[i
         log.debug("stopping %d process(es) rooted under %s: %s", len(pids), directory, pids)
         stuck = stop_processes(pids, grace_s)
         if stuck:
-            raise FleetError(f"processes {stuck} rooted in {directory} are still there {KILL_CAP_S:.0f} s after SIGKILL "
-                             f"(stuck in the kernel: a hung disk or NFS server?) — see `ps -o pid,stat,wchan:30,cmd -p "
-                             f"{','.join(map(str, stuck))}`, then run `python -m localfleet down` again")
+            raise FleetError(
+                f"processes {stuck} rooted in {directory} are still there {KILL_CAP_S:.0f} s after SIGKILL "
+                f"(stuck in the kernel: a hung disk or NFS server?) — see `ps -o pid,stat,wchan:30,cmd -p "
+                f"{','.join(map(str, stuck))}`, then run `python -m localfleet down` again"
+            )
     return processes_rooted_under(directory)
 
 

@@ -66,5 +66,7 @@ def remove_tree(directory: Path, inside: Path) -> None:
             log.debug("deleting %s failed (%s), attempt %d", directory, error, attempt + 1)
             time.sleep(0.5)
             release_tree(directory)
-    raise FleetError(f"could not delete {directory}: {failure.strerror} ({failure.filename}) — a process outside the "
-                     f"fleet may be writing into it: find it with `lsof +D {directory}`, stop it, run `down` again")
+    raise FleetError(
+        f"could not delete {directory}: {failure.strerror} ({failure.filename}) — a process outside the "
+        f"fleet may be writing into it: find it with `lsof +D {directory}`, stop it, run `down` again"
+    )

@@ -43,9 +43,23 @@ def start_sshd(root: Path, name: str, port: int, log_path: Path) -> tuple[subpro
     try:
         with open(log_path, "ab") as out, signals_held():
             process = subprocess.Popen(
-                ["unshare", "--uts", "--", "/bin/sh", "-c", _LAUNCH, "localfleet-sshd", name, str(root), str(port),
-                 LOOPBACK],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=CLEAN_ENV,
+                [
+                    "unshare",
+                    "--uts",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    _LAUNCH,
+                    "localfleet-sshd",
+                    name,
+                    str(root),
+                    str(port),
+                    LOOPBACK,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=CLEAN_ENV,
                 start_new_session=True,  # Ctrl-C in the controller's terminal must not reach it: teardown stops it in order
             )
         ident = ProcessId.of(process.pid)
@@ -66,15 +80,19 @@ def _wait_until_it_answers(process: subprocess.Popen, name: str, port: int, log_
             taken = [line for line in new_output.splitlines() if "Address already in use" in line]
             reason = taken[0].strip() if taken else last_line(new_output)
             error = PortTaken if taken else FleetError
-            raise error(f"sshd of {name} on {LOOPBACK}:{port} exited (code {process.returncode}): {reason} — log {log_path}")
+            raise error(
+                f"sshd of {name} on {LOOPBACK}:{port} exited (code {process.returncode}): {reason} — log {log_path}"
+            )
         left = give_up - time.monotonic()
         # Listening: the kernel queues a connection at once; the banner comes when sshd has accepted and re-executed
         # itself for it (seconds on a loaded machine): wait for it, not for a fixed time.
         if listening in new_output and ssh_banner(port, timeout_s=max(left, 1.0)).startswith("SSH-2.0-"):
             return
         if left <= 0:
-            raise FleetError(f"sshd of {name} on {LOOPBACK}:{port} neither answered nor exited in {STARTUP_CAP_S:.0f} s "
-                             f"— log {log_path}")
+            raise FleetError(
+                f"sshd of {name} on {LOOPBACK}:{port} neither answered nor exited in {STARTUP_CAP_S:.0f} s "
+                f"— log {log_path}"
+            )
         time.sleep(0.02)
 
 

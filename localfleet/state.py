@@ -26,12 +26,23 @@ class HostState:
     sshd: ProcessId | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "port": self.port, "root": self.root, "host_public_key": self.host_public_key,
-                "sshd": self.sshd.to_json() if self.sshd else None}
+        return {
+            "name": self.name,
+            "port": self.port,
+            "root": self.root,
+            "host_public_key": self.host_public_key,
+            "sshd": self.sshd.to_json() if self.sshd else None,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> HostState:
-        return cls(data["name"], int(data["port"]), data["root"], data["host_public_key"], ProcessId.from_json(data.get("sshd")))
+        return cls(
+            data["name"],
+            int(data["port"]),
+            data["root"],
+            data["host_public_key"],
+            ProcessId.from_json(data.get("sshd")),
+        )
 
 
 @dataclass(frozen=True)
@@ -49,14 +60,28 @@ class FleetState:
         return replace(self, hosts=tuple(sorted(others + (host,), key=lambda h: int(h.name.removeprefix("ws")))))
 
     def to_json(self) -> dict:
-        return {"version": STATE_VERSION, "name": self.name, "directory": self.directory, "base": self.base,
-                "login": self.login, "owner": self.owner.to_json() if self.owner else None,
-                "created": self.created, "hosts": [h.to_json() for h in self.hosts]}
+        return {
+            "version": STATE_VERSION,
+            "name": self.name,
+            "directory": self.directory,
+            "base": self.base,
+            "login": self.login,
+            "owner": self.owner.to_json() if self.owner else None,
+            "created": self.created,
+            "hosts": [h.to_json() for h in self.hosts],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> FleetState:
-        return cls(data["name"], data["directory"], data["base"], data["login"], ProcessId.from_json(data.get("owner")),
-                   tuple(HostState.from_json(h) for h in data.get("hosts", ())), data.get("created", 0.0))
+        return cls(
+            data["name"],
+            data["directory"],
+            data["base"],
+            data["login"],
+            ProcessId.from_json(data.get("owner")),
+            tuple(HostState.from_json(h) for h in data.get("hosts", ())),
+            data.get("created", 0.0),
+        )
 
 
 def state_path(fleet_dir: Path) -> Path:

@@ -24,8 +24,10 @@ LOCK_FILE = "/run/rocm-fleet.lock"
 def lock_held_message(timeout: int, what: str) -> str:
     """The line a command prints when another run still holds the lock after `timeout` seconds (without the holder,
     which the shell appends)."""
-    return (f"rocm-fleet: another rocm-fleet run still holds {LOCK_FILE} after {timeout} s (dpkg_lock_timeout), so "
-            f"{what} was not changed: let that run finish (or raise dpkg_lock_timeout) and deploy again — it is")
+    return (
+        f"rocm-fleet: another rocm-fleet run still holds {LOCK_FILE} after {timeout} s (dpkg_lock_timeout), so "
+        f"{what} was not changed: let that run finish (or raise dpkg_lock_timeout) and deploy again — it is"
+    )
 
 
 def under_host_lock(command: str, timeout: int, what: str) -> str:
@@ -39,7 +41,7 @@ def under_host_lock(command: str, timeout: int, what: str) -> str:
     message = shlex.quote(lock_held_message(timeout, what))
     record = shlex.quote(f"changing {what}")
     return (
-        f"( if ! flock -w {timeout} 9; then echo {message} \"$(cat {LOCK_FILE})\" >&2; exit 1; fi; "
-        f"echo {record} \"for ${{SUDO_USER:-$(id -un)}} since $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$)\" "
+        f'( if ! flock -w {timeout} 9; then echo {message} "$(cat {LOCK_FILE})" >&2; exit 1; fi; '
+        f'echo {record} "for ${{SUDO_USER:-$(id -un)}} since $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$)" '
         f"> {LOCK_FILE}; {command} ) 9>> {LOCK_FILE}"
     )

@@ -93,11 +93,34 @@ class _Batch(FactBase):
         # Exit status 0 whatever happens here: a failed _Batch would fail the host in pyinfra; an answer that is
         # missing is only asked alone.
         private = f"mktemp -d -p {shlex.quote(ANSWERS_DIR)} rocm-fleet-answers.XXXXXXXXXX"
-        bits: list = [f"d=$({private})", "||", "exit", "0;", "trap", "'rm -rf -- \"$d\"'", "EXIT;",
-                      "trap", "'exit 129'", "HUP", "INT", "TERM;"]
+        bits: list = [
+            f"d=$({private})",
+            "||",
+            "exit",
+            "0;",
+            "trap",
+            "'rm -rf -- \"$d\"'",
+            "EXIT;",
+            "trap",
+            "'exit 129'",
+            "HUP",
+            "INT",
+            "TERM;",
+        ]
         for index, command in enumerate(commands):
-            bits += ["(", "exec", f'>"$d/{index}";', "trap", f"'echo \"{token}-{index} $?\"'", "EXIT;",
-                     "echo", f"{token}-{index};", command, ")", "&"]
+            bits += [
+                "(",
+                "exec",
+                f'>"$d/{index}";',
+                "trap",
+                f"'echo \"{token}-{index} $?\"'",
+                "EXIT;",
+                "echo",
+                f"{token}-{index};",
+                command,
+                ")",
+                "&",
+            ]
         bits += ["wait;", "cat", "--", *(f'"$d/{index}"' for index in range(len(commands))), "||", "true"]
         return StringCommand(*bits)
 
@@ -112,7 +135,7 @@ def split(lines: list[str], token: str, count: int) -> dict[int, list[str]]:
     answers: dict[int, list[str]] = {}
     index, body = None, []
     for line in lines:
-        started = line[len(token) + 1:] if line.startswith(f"{token}-") else ""
+        started = line[len(token) + 1 :] if line.startswith(f"{token}-") else ""
         if started.isdigit():
             index, body = int(started), []
             continue
@@ -172,8 +195,9 @@ def read_ahead(asks: Iterable[Ask]) -> None:
 def _changed_since_start() -> bool:
     """Whether an operation of this run has run a command on the current host (then read-ahead answers are stale)."""
     state = ctx_state.get()
-    return any(data.operation_meta.executed for data in state.ops.get(host, {}).values()
-               if data.operation_meta.is_complete())
+    return any(
+        data.operation_meta.executed for data in state.ops.get(host, {}).values() if data.operation_meta.is_complete()
+    )
 
 
 def ask(fact_cls, **kwargs):

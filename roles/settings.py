@@ -55,7 +55,6 @@ from roles.validators import (
     user_name,
     user_names,
 )
-
 from verify.api import rocm_release
 
 
@@ -64,6 +63,7 @@ class InventoryDataError(PyinfraError):
 
 
 # --- the schema ------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Key:
@@ -75,91 +75,225 @@ class Key:
 
 
 SCHEMA: tuple[Key, ...] = (
-    Key("rocm_install", '"install" \\| "skip"', "install", one_of("install", "skip"),
+    Key(
+        "rocm_install",
+        '"install" \\| "skip"',
+        "install",
+        one_of("install", "skip"),
         meaning="`skip`: ROCm is managed elsewhere (test fleets): the colliding-packages and ROCm stages say so and "
-                "install nothing (workstation_users still get render and video)"),
-    Key("rocm_release", "str", pins.ROCM_RELEASE, known_release,
-        meaning="ROCm release to install (MAJOR.MINOR.PATCH), one of those in verify/stack/releases/"),
-    Key("rocm_build", "str", pins.ROCM_BUILD, build_number,
-        meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)"),
-    Key("repo_radeon_base_url", "URL", pins.REPO_RADEON_BASE_URL, url,
+        "install nothing (workstation_users still get render and video)",
+    ),
+    Key(
+        "rocm_release",
+        "str",
+        pins.ROCM_RELEASE,
+        known_release,
+        meaning="ROCm release to install (MAJOR.MINOR.PATCH), one of those in verify/stack/releases/",
+    ),
+    Key(
+        "rocm_build",
+        "str",
+        pins.ROCM_BUILD,
+        build_number,
+        meaning="AMD's build number of that release, major·10000 + minor·100 + patch (checked against rocm_release)",
+    ),
+    Key(
+        "repo_radeon_base_url",
+        "URL",
+        pins.REPO_RADEON_BASE_URL,
+        url,
         meaning="base of AMD's repositories, or of a mirror of them: the installer deb and the apt lists use it; "
-                "plain `http://` only together with amdgpu_install_sha256"),
-    Key("amdgpu_install_sha256", "str \\| None", None, optional_sha256,
+        "plain `http://` only together with amdgpu_install_sha256",
+    ),
+    Key(
+        "amdgpu_install_sha256",
+        "str \\| None",
+        None,
+        optional_sha256,
         meaning="sha256 of the amdgpu-install deb for the host's codename (the deb brings the keyring apt checks "
-                "ROCm packages with); None: pins.AMDGPU_INSTALL_SHA256, else only TLS vouches for the download"),
-    Key("amdgpu_driver_release", "str", pins.AMDGPU_DRIVER_RELEASE, release,
-        meaning="release of AMD's `amdgpu` repository that goes with this ROCm (amdgpu.list)"),
-    Key("rocm_other_release", '"stop" \\| "side-by-side"', "stop", one_of("stop", "side-by-side"),
+        "ROCm packages with); None: pins.AMDGPU_INSTALL_SHA256, else only TLS vouches for the download",
+    ),
+    Key(
+        "amdgpu_driver_release",
+        "str",
+        pins.AMDGPU_DRIVER_RELEASE,
+        release,
+        meaning="release of AMD's `amdgpu` repository that goes with this ROCm (amdgpu.list)",
+    ),
+    Key(
+        "rocm_other_release",
+        '"stop" \\| "side-by-side"',
+        "stop",
+        one_of("stop", "side-by-side"),
         meaning="another ROCm release is installed: stop that host, or install this one beside it "
-                "(`--rocmrelease`) and point /opt/rocm at it"),
-    Key("colliding_packages", '"remove" \\| "stop"', "remove", one_of("remove", "stop"),
+        "(`--rocmrelease`) and point /opt/rocm at it",
+    ),
+    Key(
+        "colliding_packages",
+        '"remove" \\| "stop"',
+        "remove",
+        one_of("remove", "stop"),
         meaning=f"distro packages ({', '.join(p.name for p in COLLIDING_PACKAGES)}) whose versions sort above AMD's "
-                "and block amdgpu-install: remove them, or stop that host"),
-    Key("gpu_required", "bool", True, boolean,
+        "and block amdgpu-install: remove them, or stop that host",
+    ),
+    Key(
+        "gpu_required",
+        "bool",
+        True,
+        boolean,
         meaning="preflight requires /dev/kfd and an AMD GPU on PCI (vendor 0x1002, display or accelerator class); "
-                "False: test fleets and CPU-only hosts"),
-    Key("min_free_disk_gb", "int", pins.MIN_FREE_DISK_GB, count,
+        "False: test fleets and CPU-only hosts",
+    ),
+    Key(
+        "min_free_disk_gb",
+        "int",
+        pins.MIN_FREE_DISK_GB,
+        count,
         meaning=f"free GB needed on the filesystems of /opt and the venv while ROCm is still to be installed; once "
-                f"it is there (or skipped), the venv's share ({pins.VENV_DISK_GB} GB, at most this)"),
-    Key("workstation_users", "list of str", (), user_names,
-        meaning="accounts added to the `render` and `video` groups (appended; existing groups are kept)"),
+        f"it is there (or skipped), the venv's share ({pins.VENV_DISK_GB} GB, at most this)",
+    ),
+    Key(
+        "workstation_users",
+        "list of str",
+        (),
+        user_names,
+        meaning="accounts added to the `render` and `video` groups (appended; existing groups are kept)",
+    ),
     Key("venv_path", "absolute path", pins.VENV_PATH, absolute_path, meaning="the venv with torch and bitsandbytes"),
-    Key("venv_owner", "str", pins.VENV_OWNER, user_name,
+    Key(
+        "venv_owner",
+        "str",
+        pins.VENV_OWNER,
+        user_name,
         meaning="owner of the venv; pip and the runtime probe run as this account, added to `render` and `video` "
-                "like workstation_users (unless root)"),
+        "like workstation_users (unless root)",
+    ),
     Key("torch_index_url", "URL", pins.TORCH_INDEX_URL, url, meaning="pip index that serves the torch ROCm wheels"),
     Key("torch_spec", "pip requirement", pins.TORCH_SPEC, pip_requirement, meaning="the torch requirement to install"),
-    Key("torch_label", "str \\| None", None, optional_text,
-        meaning="shown in reports and the fleet summary when torch is a stand-in (e.g. the CPU wheel on test fleets)"),
-    Key("bitsandbytes_version", "str", pins.BITSANDBYTES_VERSION, python_version,
-        meaning="bitsandbytes version (installed as ==VERSION)"),
-    Key("wheelhouse", "absolute path \\| None", None, optional_controller_directory,
+    Key(
+        "torch_label",
+        "str \\| None",
+        None,
+        optional_text,
+        meaning="shown in reports and the fleet summary when torch is a stand-in (e.g. the CPU wheel on test fleets)",
+    ),
+    Key(
+        "bitsandbytes_version",
+        "str",
+        pins.BITSANDBYTES_VERSION,
+        python_version,
+        meaning="bitsandbytes version (installed as ==VERSION)",
+    ),
+    Key(
+        "wheelhouse",
+        "absolute path \\| None",
+        None,
+        optional_controller_directory,
         meaning="controller directory: filled with pip on the controller, synced to the host, installed "
-                "`--no-index`; None: the host's pip uses the indexes"),
-    Key("wheelhouse_url", "URL \\| None", None, optional_url,
+        "`--no-index`; None: the host's pip uses the indexes",
+    ),
+    Key(
+        "wheelhouse_url",
+        "URL \\| None",
+        None,
+        optional_url,
         meaning="pull mode: the hosts download the wheelhouse from this HTTP(S) server (it serves a copy of the "
-                "`wheelhouse` directory: `URL/<set>/` lists the wheels; or it is the controller's own, "
-                "`wheelhouse_serve`) and install each wheel only with the sha256 the controller computed; None: "
-                "the controller uploads the wheelhouse to every host"),
-    Key("wheelhouse_serve", "ADDRESS:PORT \\| None", None, optional_listen_address,
+        "`wheelhouse` directory: `URL/<set>/` lists the wheels; or it is the controller's own, "
+        "`wheelhouse_serve`) and install each wheel only with the sha256 the controller computed; None: "
+        "the controller uploads the wheelhouse to every host",
+    ),
+    Key(
+        "wheelhouse_serve",
+        "ADDRESS:PORT \\| None",
+        None,
+        optional_listen_address,
         meaning="pull mode from the controller: it serves `wheelhouse` over HTTP at this address while the run "
-                "installs (started when the first host needs it, stopped at the end); hosts use "
-                "`http://ADDRESS:PORT` unless `wheelhouse_url` names the controller as they reach it"),
-    Key("wheelhouse_seed", "host name \\| None", None, optional_text,
+        "installs (started when the first host needs it, stopped at the end); hosts use "
+        "`http://ADDRESS:PORT` unless `wheelhouse_url` names the controller as they reach it",
+    ),
+    Key(
+        "wheelhouse_seed",
+        "host name \\| None",
+        None,
+        optional_text,
         meaning="relay mode: this inventory host gets the wheelhouse pushed (as without pull mode) and serves it, "
-                "while the run installs, to the other hosts, which pull it from `wheelhouse_seed_serve` and install "
-                "each wheel only with the sha256 the controller computed: the wheelhouse passes through the "
-                "controller once. The seed must be in the run and share the others' Python and glibc"),
-    Key("wheelhouse_seed_serve", "ADDRESS:PORT \\| None", None, optional_listen_address,
+        "while the run installs, to the other hosts, which pull it from `wheelhouse_seed_serve` and install "
+        "each wheel only with the sha256 the controller computed: the wheelhouse passes through the "
+        "controller once. The seed must be in the run and share the others' Python and glibc",
+    ),
+    Key(
+        "wheelhouse_seed_serve",
+        "ADDRESS:PORT \\| None",
+        None,
+        optional_listen_address,
         meaning="relay mode: where the seed serves (as `nobody`), an address of the seed the other hosts reach; "
-                "they pull from `http://ADDRESS:PORT`"),
-    Key("stray_policy", '"report" \\| "remove"', "report", one_of("report", "remove"),
-        meaning="distro ROCm packages: report them, or purge those nothing else needs"),
-    Key("dpkg_lock_timeout", "int (seconds)", pins.DPKG_LOCK_TIMEOUT, count,
+        "they pull from `http://ADDRESS:PORT`",
+    ),
+    Key(
+        "stray_policy",
+        '"report" \\| "remove"',
+        "report",
+        one_of("report", "remove"),
+        meaning="distro ROCm packages: report them, or purge those nothing else needs",
+    ),
+    Key(
+        "dpkg_lock_timeout",
+        "int (seconds)",
+        pins.DPKG_LOCK_TIMEOUT,
+        count,
         meaning="how long apt waits for another apt/dpkg run to release the dpkg lock (and the apt hook stage for "
-                "another rocm-fleet run on the same host) before the host fails"),
+        "another rocm-fleet run on the same host) before the host fails",
+    ),
     Key("apt_hook", "bool", True, boolean, meaning="install the apt hook that re-checks linkage after every dpkg run"),
-    Key("boot_check", "bool", True, boolean,
+    Key(
+        "boot_check",
+        "bool",
+        True,
+        boolean,
         meaning="install rocm-fleet-boot-check.service, which runs the full check (runtime and NF4 included) once per "
-                "boot after the kernel or boot id changed; False removes it"),
-    Key("new_users_gpu_groups", "bool", True, boolean,
+        "boot after the kernel or boot id changed; False removes it",
+    ),
+    Key(
+        "new_users_gpu_groups",
+        "bool",
+        True,
+        boolean,
         meaning="accounts made later with adduser join render and video (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS in "
-                "/etc/adduser.conf, as AMD's docs say)"),
-    Key("verify_device", '"auto" \\| "cpu"', "auto", one_of("auto", "cpu"),
-        meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)"),
-    Key("node_exporter_textfile_dir", "absolute path \\| None", pins.NODE_EXPORTER_TEXTFILE_DIR,
+        "/etc/adduser.conf, as AMD's docs say)",
+    ),
+    Key(
+        "verify_device",
+        '"auto" \\| "cpu"',
+        "auto",
+        one_of("auto", "cpu"),
+        meaning="`cpu`: run the NF4 smoke test on the CPU (test fleets; the report says it is not a GPU pass)",
+    ),
+    Key(
+        "node_exporter_textfile_dir",
+        "absolute path \\| None",
+        pins.NODE_EXPORTER_TEXTFILE_DIR,
         optional_absolute_path,
         meaning="where the verification, the apt hook and the boot check write `rocm_fleet.prom` for node_exporter's "
-                "textfile collector (only when the directory exists: node_exporter's package makes it); None: no "
-                "metrics file"),
-    Key("verify_model", '"off" \\| "synthetic" \\| absolute path', "synthetic", model_source,
+        "textfile collector (only when the directory exists: node_exporter's package makes it); None: no "
+        "metrics file",
+    ),
+    Key(
+        "verify_model",
+        '"off" \\| "synthetic" \\| absolute path',
+        "synthetic",
+        model_source,
         meaning="the model check after NF4: a 4-bit NF4 causal LM through Transformers on each GPU NF4 passed on, "
-                "run as venv_owner (refused while that is root) — `synthetic`: a small seeded Llama built on the "
-                "host; a path: a checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none, "
-                "and no Transformers in the venv"),
-    Key("reports_dir", "controller path", "reports", controller_path,
-        meaning="where the controller writes reports/<host>.json and the fleet summary"),
+        "run as venv_owner (refused while that is root) — `synthetic`: a small seeded Llama built on the "
+        "host; a path: a checkpoint directory on the host (safetensors, readable by venv_owner); `off`: none, "
+        "and no Transformers in the venv",
+    ),
+    Key(
+        "reports_dir",
+        "controller path",
+        "reports",
+        controller_path,
+        meaning="where the controller writes reports/<host>.json and the fleet summary",
+    ),
 )
 
 KEYS = {key.name: key for key in SCHEMA}
@@ -237,13 +371,19 @@ def _unchecked_installer_over_http(values: dict[str, Any]) -> str:
     if _installer_codenames() <= set(pins.AMDGPU_INSTALL_SHA256):
         return ""  # roles/pins.py has the deb's sha256 for every codename the deploy downloads it for
     deb = installer_file_name(values.get("rocm_release", pins.ROCM_RELEASE), values.get("rocm_build", pins.ROCM_BUILD))
-    return (f"{base!r} is plain http and amdgpu_install_sha256 is None: nothing would check {deb}, which brings the "
-            "keyring apt trusts for every ROCm package — set amdgpu_install_sha256 (sha256sum of that deb from "
-            "repo.radeon.com), or use an https mirror")
+    return (
+        f"{base!r} is plain http and amdgpu_install_sha256 is None: nothing would check {deb}, which brings the "
+        "keyring apt trusts for every ROCm package — set amdgpu_install_sha256 (sha256sum of that deb from "
+        "repo.radeon.com), or use an https mirror"
+    )
 
 
-def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] = lambda key: "inventory",
-               foreign_keys: Iterable[str] = ()) -> tuple[HostSettings | None, tuple[Problem, ...]]:
+def check_data(
+    host: str,
+    data: dict[str, Any],
+    source_of: Callable[[str], str] = lambda key: "inventory",
+    foreign_keys: Iterable[str] = (),
+) -> tuple[HostSettings | None, tuple[Problem, ...]]:
     """Validate one host's data (pure). Returns the settings when there is no problem, and every problem found."""
     foreign = set(foreign_keys)
     problems: list[Problem] = []
@@ -257,11 +397,15 @@ def check_data(host: str, data: dict[str, Any], source_of: Callable[[str], str] 
     if "rocm_release" in values and "rocm_build" in values:
         wanted = expected_build(values["rocm_release"])
         if values["rocm_build"] != wanted:
-            problems.append(Problem(
-                host, "rocm_build", source_of("rocm_build"),
-                f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
-                f"number is {wanted!r}: set both together",
-            ))
+            problems.append(
+                Problem(
+                    host,
+                    "rocm_build",
+                    source_of("rocm_build"),
+                    f"{values['rocm_build']!r} does not match rocm_release {values['rocm_release']!r}, whose build "
+                    f"number is {wanted!r}: set both together",
+                )
+            )
     problems.extend(_pull_problems(host, values, source_of))
     insecure = _unchecked_installer_over_http(values)
     if insecure:
@@ -287,41 +431,81 @@ def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str],
     problems = []
     for key in ("wheelhouse_url", "wheelhouse_serve"):
         if values.get(key) is not None and "wheelhouse" in values and values["wheelhouse"] is None:
-            problems.append(Problem(host, key, source_of(key),
-                                    f"{values[key]!r} needs `wheelhouse` (the controller's directory, whose sha256 "
-                                    "the hosts install with): set wheelhouse too, or set this to None"))
+            problems.append(
+                Problem(
+                    host,
+                    key,
+                    source_of(key),
+                    f"{values[key]!r} needs `wheelhouse` (the controller's directory, whose sha256 "
+                    "the hosts install with): set wheelhouse too, or set this to None",
+                )
+            )
     seed, seed_serve = values.get("wheelhouse_seed"), values.get("wheelhouse_seed_serve")
     if seed is not None and "wheelhouse" in values and values["wheelhouse"] is None:
-        problems.append(Problem(host, "wheelhouse_seed", source_of("wheelhouse_seed"),
-                                f"{seed!r} needs `wheelhouse` (the controller's directory that the seed gets and "
-                                "serves): set wheelhouse too, or set this to None"))
+        problems.append(
+            Problem(
+                host,
+                "wheelhouse_seed",
+                source_of("wheelhouse_seed"),
+                f"{seed!r} needs `wheelhouse` (the controller's directory that the seed gets and "
+                "serves): set wheelhouse too, or set this to None",
+            )
+        )
     if (seed is None) != (seed_serve is None) and {"wheelhouse_seed", "wheelhouse_seed_serve"} <= set(values):
-        given, missing = ("wheelhouse_seed", "wheelhouse_seed_serve") if seed is not None else (
-            "wheelhouse_seed_serve", "wheelhouse_seed")
-        problems.append(Problem(host, missing, source_of(missing),
-                                f"None, but {given} is set: relay mode needs both — the seed host's name and where "
-                                "it serves (ADDRESS:PORT of the seed), or neither"))
+        given, missing = (
+            ("wheelhouse_seed", "wheelhouse_seed_serve")
+            if seed is not None
+            else ("wheelhouse_seed_serve", "wheelhouse_seed")
+        )
+        problems.append(
+            Problem(
+                host,
+                missing,
+                source_of(missing),
+                f"None, but {given} is set: relay mode needs both — the seed host's name and where "
+                "it serves (ADDRESS:PORT of the seed), or neither",
+            )
+        )
     if seed is not None:
         for key in ("wheelhouse_url", "wheelhouse_serve"):
             if values.get(key) is not None:
-                problems.append(Problem(host, key, source_of(key),
-                                        f"{values[key]!r} and wheelhouse_seed {seed!r} both say where the hosts pull "
-                                        "from: set one of them, the other to None"))
+                problems.append(
+                    Problem(
+                        host,
+                        key,
+                        source_of(key),
+                        f"{values[key]!r} and wheelhouse_seed {seed!r} both say where the hosts pull "
+                        "from: set one of them, the other to None",
+                    )
+                )
     if seed_serve is not None and _every_address(seed_serve):
-        problems.append(Problem(host, "wheelhouse_seed_serve", source_of("wheelhouse_seed_serve"),
-                                f"{seed_serve!r} is every address of the seed, which no host can connect to: give "
-                                "the seed's address that the other hosts reach, such as '10.0.0.11:8765'"))
+        problems.append(
+            Problem(
+                host,
+                "wheelhouse_seed_serve",
+                source_of("wheelhouse_seed_serve"),
+                f"{seed_serve!r} is every address of the seed, which no host can connect to: give "
+                "the seed's address that the other hosts reach, such as '10.0.0.11:8765'",
+            )
+        )
     serve = values.get("wheelhouse_serve")
     if serve is not None and values.get("wheelhouse_url") is None and "wheelhouse_url" in values:
         if _every_address(serve):
-            problems.append(Problem(host, "wheelhouse_serve", source_of("wheelhouse_serve"),
-                                    f"{serve!r} listens on every address, which no host can connect to: set "
-                                    "wheelhouse_url to the controller as the hosts reach it (e.g. "
-                                    "'http://controller.lab:8765'), or serve on that address"))
+            problems.append(
+                Problem(
+                    host,
+                    "wheelhouse_serve",
+                    source_of("wheelhouse_serve"),
+                    f"{serve!r} listens on every address, which no host can connect to: set "
+                    "wheelhouse_url to the controller as the hosts reach it (e.g. "
+                    "'http://controller.lab:8765'), or serve on that address",
+                )
+            )
     return problems
 
 
 # --- pyinfra glue ----------------------------------------------------------------------------------------------------
+
 
 @functools.cache  # the installed connectors do not change during a run; finding them is most of a host's check
 def _pyinfra_keys() -> frozenset[str]:
@@ -373,8 +557,9 @@ def _summary(problems: tuple[Problem, ...]) -> str:
     return f"{first} (and {len(problems) - 1} more: {others})"
 
 
-def _seed_problems(state, host, settings: HostSettings, settings_of: Callable[[Any], HostSettings | None]
-                   ) -> list[Problem]:
+def _seed_problems(
+    state, host, settings: HostSettings, settings_of: Callable[[Any], HostSettings | None]
+) -> list[Problem]:
     """Relay mode's seed must be a host of this run that gets this host's wheelhouse pushed: the others pull it from
     there. `settings_of(host)`: a host's settings as the run's check found them (None: refused)."""
     seed = settings.wheelhouse_seed
@@ -389,12 +574,17 @@ def _seed_problems(state, host, settings: HostSettings, settings_of: Callable[[A
     elif seed_settings is None:
         return []  # its own data is refused with its own line
     elif seed_settings.wheelhouse != settings.wheelhouse:
-        why = (f"gets another wheelhouse ({seed_settings.wheelhouse!r}, this host's is {settings.wheelhouse!r}): give "
-               "the seed and the hosts it serves the same one")
+        why = (
+            f"gets another wheelhouse ({seed_settings.wheelhouse!r}, this host's is {settings.wheelhouse!r}): give "
+            "the seed and the hosts it serves the same one"
+        )
     elif (seed_settings.wheelhouse_url, seed_settings.wheelhouse_serve) != (None, None) or (
-            seed_settings.wheelhouse_seed not in (None, seed)):
-        why = ("pulls the wheelhouse itself (its wheelhouse_url, wheelhouse_serve or wheelhouse_seed), so it has no "
-               "wheels to serve: the seed must get them pushed — set those to None for it")
+        seed_settings.wheelhouse_seed not in (None, seed)
+    ):
+        why = (
+            "pulls the wheelhouse itself (its wheelhouse_url, wheelhouse_serve or wheelhouse_seed), so it has no "
+            "wheels to serve: the seed must get them pushed — set those to None for it"
+        )
     else:
         return []
     return [Problem(host.name, "wheelhouse_seed", _source_finder(host)("wheelhouse_seed"), f"{seed!r} {why}")]
@@ -446,4 +636,3 @@ def markdown_table() -> str:
 
 if __name__ == "__main__":
     sys.stdout.write(markdown_table() + "\n")
-

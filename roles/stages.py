@@ -33,5 +33,6 @@ DEPLOYS = {
 def read_ahead_for_stages(names: Iterable[str]) -> None:
     """Read ahead, in one command to the current host, every fact the stages `names` ask on a no-op run."""
     settings = settings_for(host)
-    run_reads.read_ahead(ask for name in names for stage in DEPLOYS[name] if stage.reads is not None
-                         for ask in stage.reads(settings))
+    run_reads.read_ahead(
+        ask for name in names for stage in DEPLOYS[name] if stage.reads is not None for ask in stage.reads(settings)
+    )

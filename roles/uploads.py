@@ -102,24 +102,23 @@ class FilesSha256(FactBase):
         # -f: regular files only (a directory or FIFO of that name is "not there"); || true: absent is data.
         regular = '[ -f "$f" ] && [ ! -L "$f" ]'
         # A file hashed also gets the key it was hashed at, when it did not change while it was read.
-        hashed = (f'sha256sum -- "$f" && [ "$({_STAT_KEY} "$f")" = "$k" ] && '
-                  "printf 'hashed %s\\t%s\\n' \"$k\" \"$f\"")
+        hashed = f'sha256sum -- "$f" && [ "$({_STAT_KEY} "$f")" = "$k" ] && printf \'hashed %s\\t%s\\n\' "$k" "$f"'
         return (
             f"cd {shlex.quote(directory)} 2>/dev/null && {{ "
             # Recordable names (no space, no newline) in one pass: one stat for them all, the record read once by
             # one awk (its operands part=1 RECORD part=2 STDIN: the record may be empty), which prints
             # "hit NAME SHA256" for each whose record line has its key, else "miss NAME KEY".
-            f"set --; for f in {recordable}; do {regular} && set -- \"$@\" \"$f\"; done; "
-            f'if [ $# -gt 0 ]; then r=/dev/null; if [ -f {record} ] && [ ! -L {record} ]; then r={record}; fi; '
+            f'set --; for f in {recordable}; do {regular} && set -- "$@" "$f"; done; '
+            f"if [ $# -gt 0 ]; then r=/dev/null; if [ -f {record} ] && [ ! -L {record} ]; then r={record}; fi; "
             f"stat --printf '%n {_STAT_FORMAT}\\n' -- \"$@\" 2>/dev/null | awk "
-            "'part == 1 { key = $0; sub(/^[^ ]+ [^ ]+ /, \"\", key); "
+            '\'part == 1 { key = $0; sub(/^[^ ]+ [^ ]+ /, "", key); '
             "if (!(($2, key) in sha)) sha[$2, key] = $1; next } "
-            "{ key = $0; sub(/^[^ ]+ /, \"\", key); if (($1, key) in sha) print \"hit\", $1, sha[$1, key]; "
-            "else print \"miss\", $1, key }' part=1 \"$r\" part=2 - | "
-            "while read -r what f k; do if [ \"$what\" = hit ]; then printf '%s  %s\\n' \"$k\" \"$f\"; "
+            '{ key = $0; sub(/^[^ ]+ /, "", key); if (($1, key) in sha) print "hit", $1, sha[$1, key]; '
+            'else print "miss", $1, key }\' part=1 "$r" part=2 - | '
+            'while read -r what f k; do if [ "$what" = hit ]; then printf \'%s  %s\\n\' "$k" "$f"; '
             f"else {hashed}; fi; done; fi; "
             # Any other name: hashed each time (the record cannot hold it).
-            f"for f in {others}; do {regular} || continue; k=$({_STAT_KEY} \"$f\"); {hashed}; done; }}; true"
+            f'for f in {others}; do {regular} || continue; k=$({_STAT_KEY} "$f"); {hashed}; done; }}; true'
         )
 
     def default(self) -> FilesFound:
@@ -154,8 +153,10 @@ class FileNames(FactBase):
 
 
 def mismatch_line(path: str, sha256: str) -> str:
-    return (f"rocm-fleet: the upload of {path} arrived with another sha256 than the controller's ({sha256[:12]}…): "
-            "not installed — run the deploy again")
+    return (
+        f"rocm-fleet: the upload of {path} arrived with another sha256 than the controller's ({sha256[:12]}…): "
+        "not installed — run the deploy again"
+    )
 
 
 def record_again_command(directory: str, hashed: Sequence[tuple[Upload, str]], token: str) -> str:
@@ -167,12 +168,15 @@ def record_again_command(directory: str, hashed: Sequence[tuple[Upload, str]], t
     partial = shlex.quote(posixpath.join(directory, f"{SHA256_RECORD}.{token}"))
     names = " ".join(upload.name for upload, _ in hashed)
     lines = "".join(
-        f"[ \"$({_STAT_KEY} {shlex.quote(posixpath.join(directory, upload.name))} 2>/dev/null)\" = "
+        f'[ "$({_STAT_KEY} {shlex.quote(posixpath.join(directory, upload.name))} 2>/dev/null)" = '
         f"{shlex.quote(key)} ] && printf '%s %s %s\\n' {upload.sha256} {upload.name} {shlex.quote(key)}; "
-        for upload, key in hashed)
-    return (f"{{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v drop={shlex.quote(names)} "
-            "'BEGIN { split(drop, d, \" \"); for (i in d) skip[d[i]] = 1 } !($2 in skip)' "
-            f"{record}; fi; {lines}true; }} > {partial} && mv -f {partial} {record} || rm -f {partial}")
+        for upload, key in hashed
+    )
+    return (
+        f"{{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v drop={shlex.quote(names)} "
+        "'BEGIN { split(drop, d, \" \"); for (i in d) skip[d[i]] = 1 } !($2 in skip)' "
+        f"{record}; fi; {lines}true; }} > {partial} && mv -f {partial} {record} || rm -f {partial}"
+    )
 
 
 def _record(directory: str, upload: Upload, token: str) -> str:
@@ -183,9 +187,11 @@ def _record(directory: str, upload: Upload, token: str) -> str:
     record = shlex.quote(posixpath.join(directory, SHA256_RECORD))
     partial = shlex.quote(posixpath.join(directory, f"{SHA256_RECORD}.{token}"))
     final = shlex.quote(posixpath.join(directory, upload.name))
-    return (f" && {{ {{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v n={shlex.quote(upload.name)} "
-            f"'$2 != n' {record}; fi; printf '%s %s %s\\n' {upload.sha256} {shlex.quote(upload.name)} "
-            f'"$({_STAT_KEY} {final})"; }} > {partial} && mv -f {partial} {record} || rm -f {partial}; true; }}')
+    return (
+        f" && {{ {{ if [ -f {record} ] && [ ! -L {record} ]; then awk -v n={shlex.quote(upload.name)} "
+        f"'$2 != n' {record}; fi; printf '%s %s %s\\n' {upload.sha256} {shlex.quote(upload.name)} "
+        f'"$({_STAT_KEY} {final})"; }} > {partial} && mv -f {partial} {record} || rm -f {partial}; true; }}'
+    )
 
 
 def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token: str) -> list:
@@ -208,27 +214,40 @@ def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token
 
 
 @operation()
-def checked_files(directory: str, uploads: Sequence[Upload], mode: str = "644", dir_mode: str = "755",
-                  delete: bool = False, keep: Sequence[str] = ()):
+def checked_files(
+    directory: str,
+    uploads: Sequence[Upload],
+    mode: str = "644",
+    dir_mode: str = "755",
+    delete: bool = False,
+    keep: Sequence[str] = (),
+):
     """Every upload is in `directory` (root's, `dir_mode`) with its sha256 — uploaded privately and checked on the
     host when it is not; delete=True: other regular files there go, except the names in `keep`."""
     present = run_reads.ask(FilesSha256, directory=directory, names=[upload.name for upload in uploads])
     needed = [upload for upload in uploads if present.sha256.get(upload.name) != upload.sha256]
     # Hashed this run (no record line matched: a chmod, a link, no record yet) and found equal: recorded again, or
     # every later run hashes them again.
-    record_again = [(upload, present.hashed[upload.name]) for upload in uploads
-                    if present.sha256.get(upload.name) == upload.sha256 and upload.name in present.hashed
-                    and _RECORDABLE.fullmatch(upload.name)]
+    record_again = [
+        (upload, present.hashed[upload.name])
+        for upload in uploads
+        if present.sha256.get(upload.name) == upload.sha256
+        and upload.name in present.hashed
+        and _RECORDABLE.fullmatch(upload.name)
+    ]
     wanted = {upload.name for upload in uploads} | set(keep) | {SHA256_RECORD}
-    extra = sorted(name for name in run_reads.ask(FileNames, directory=directory) if name not in wanted) if delete \
-        else []
+    extra = (
+        sorted(name for name in run_reads.ask(FileNames, directory=directory) if name not in wanted) if delete else []
+    )
     if not needed and not extra and not record_again:
         host.noop(f"{len(uploads)} file(s) in {directory} with the controller's sha256")
         return
     if record_again:
-        yield tell_command(f"{len(record_again)} file(s) in {directory} hashed (their stat was not the recorded one) "
-                           f"and found with the controller's sha256: recording it in {SHA256_RECORD}, so later runs "
-                           "do not hash them again")
+        yield tell_command(
+            f"{len(record_again)} file(s) in {directory} hashed (their stat was not the recorded one) "
+            f"and found with the controller's sha256: recording it in {SHA256_RECORD}, so later runs "
+            "do not hash them again"
+        )
         yield record_again_command(directory, record_again, _token())
     if needed:
         yield f"mkdir -p -- {shlex.quote(directory)} && chmod {dir_mode} -- {shlex.quote(directory)}"

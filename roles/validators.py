@@ -82,8 +82,10 @@ def _plain(text: str, what: str, fix: str) -> str:
     """`text` when every character follows the policy (PLAIN_CHARACTERS); else Invalid naming the first other one."""
     for position, char in enumerate(text, 1):
         if char not in PLAIN_CHARACTERS:
-            raise Invalid(f"got {text!r}, which has {_character(char)} at character {position}: {what} may hold only "
-                           f"{_PLAIN_LIST} — {fix}")
+            raise Invalid(
+                f"got {text!r}, which has {_character(char)} at character {position}: {what} may hold only "
+                f"{_PLAIN_LIST} — {fix}"
+            )
     return text
 
 
@@ -102,8 +104,10 @@ def known_release(value: Any) -> str:
     """A release this checkout has a file for (verify/stack/releases/X.Y.Z.json: what the release is)."""
     text = release(value)
     if text not in known_releases():
-        raise Invalid(f"got {text!r}, a ROCm release this checkout does not know — known: "
-                      f"{', '.join(known_releases())} (a release is added as verify/stack/releases/{text}.json)")
+        raise Invalid(
+            f"got {text!r}, a ROCm release this checkout does not know — known: "
+            f"{', '.join(known_releases())} (a release is added as verify/stack/releases/{text}.json)"
+        )
     return text
 
 
@@ -112,8 +116,9 @@ def build_number(value: Any) -> str:
 
 
 def url(value: Any) -> str:
-    text = _plain(_string(value, "https://repo.radeon.com"), "a URL",
-                  "write that character percent-encoded (a space as %20)")
+    text = _plain(
+        _string(value, "https://repo.radeon.com"), "a URL", "write that character percent-encoded (a space as %20)"
+    )
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise Invalid(f"got {text!r}, expected an http(s) URL such as 'https://repo.radeon.com'")
@@ -146,8 +151,10 @@ def optional_listen_address(value: Any) -> str | None:
     try:
         split_address(text)
     except ValueError:
-        raise Invalid(f"got {text!r}, expected ADDRESS:PORT such as '127.0.0.1:8765' or "
-                      "'[::1]:8765' (a port from 1 to 65535), or None") from None
+        raise Invalid(
+            f"got {text!r}, expected ADDRESS:PORT such as '127.0.0.1:8765' or "
+            "'[::1]:8765' (a port from 1 to 65535), or None"
+        ) from None
     return text
 
 
@@ -211,8 +218,10 @@ def model_source(value: Any) -> str:
     if text in ("off", "synthetic"):
         return text
     if not text.startswith("/"):
-        raise Invalid(f"got {text!r}, expected 'off', 'synthetic' or the absolute path of a checkpoint directory on "
-                      "the host such as '/srv/models/llama-13b'")
+        raise Invalid(
+            f"got {text!r}, expected 'off', 'synthetic' or the absolute path of a checkpoint directory on "
+            "the host such as '/srv/models/llama-13b'"
+        )
     return absolute_path(text)
 
 
@@ -239,7 +248,9 @@ def pip_requirement(value: Any) -> str:
         Requirement(text)
     except InvalidRequirement as error:
         reason = str(error).splitlines()[0]
-        raise Invalid(f"got {text!r}, not a pip requirement ({reason}); write one such as {pins.TORCH_SPEC!r}") from None
+        raise Invalid(
+            f"got {text!r}, not a pip requirement ({reason}); write one such as {pins.TORCH_SPEC!r}"
+        ) from None
     return text
 
 
@@ -255,8 +266,9 @@ def python_version(value: Any) -> str:
 def optional_text(value: Any) -> str | None:
     if value is None:
         return None
-    return _printable(_string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel"),
-                      "one line of printable text, or None")
+    return _printable(
+        _string(value, "torch 2.13.0 CPU, stand-in for the ROCm wheel"), "one line of printable text, or None"
+    )
 
 
 def controller_path(value: Any) -> str:

@@ -43,8 +43,10 @@ STALE_EXIT = 3
 
 # The archive's entry: verify/__main__.py, after putting the modules' compiled code kept on the host in use
 # (verify/bytecode_cache.py: zipimport compiles every module on every run otherwise).
-_MAIN = (b"import sys\n\nfrom verify.bytecode_cache import use_cache\n\nuse_cache()\n\n"
-         b"from verify.cli import main  # noqa: E402\n\nsys.exit(main())\n")
+_MAIN = (
+    b"import sys\n\nfrom verify.bytecode_cache import use_cache\n\nuse_cache()\n\n"
+    b"from verify.cli import main  # noqa: E402\n\nsys.exit(main())\n"
+)
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can carry: entries must not depend on file mtimes
 
 
@@ -85,8 +87,10 @@ def verifier_sha256() -> str:
 
 
 def stale_line() -> str:
-    return (f"rocm-fleet: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {verifier_sha256()[:12]}…): "
-            "not run — run the deploy (or tasks/verify.py) again to upload it")
+    return (
+        f"rocm-fleet: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {verifier_sha256()[:12]}…): "
+        "not run — run the deploy (or tasks/verify.py) again to upload it"
+    )
 
 
 def verifier_command(*arguments: str, python: str = "python3") -> str:
@@ -102,8 +106,10 @@ def verifier_command(*arguments: str, python: str = "python3") -> str:
 
 def upload_reads() -> list[run_reads.Ask]:
     """What the upload asks a host (for the stages' read-ahead)."""
-    return [run_reads.Ask.of(Directory, path=REMOTE_DIR),
-            run_reads.Ask.of(FilesSha256, directory=REMOTE_DIR, names=[VERIFIER_NAME])]
+    return [
+        run_reads.Ask.of(Directory, path=REMOTE_DIR),
+        run_reads.Ask.of(FilesSha256, directory=REMOTE_DIR, names=[VERIFIER_NAME]),
+    ]
 
 
 @deploy("Upload the verifier")
@@ -111,11 +117,18 @@ def _upload() -> None:
     # Root's own: the verifier is run by root from here, so no other account may add, swap or rename files in it.
     # Asked here, read ahead with the stage's other questions: files.directory would ask the host once more.
     directory = run_reads.ask(Directory, path=REMOTE_DIR)
-    if not (directory and directory.get("user") == "root" and directory.get("group") == "root"
-            and directory.get("mode") == 755):
+    if not (
+        directory
+        and directory.get("user") == "root"
+        and directory.get("group") == "root"
+        and directory.get("mode") == 755
+    ):
         files.directory(name="Verifier directory", path=REMOTE_DIR, user="root", group="root", mode="755")
-    checked_files(name=f"Upload {REMOTE_VERIFIER}", directory=REMOTE_DIR,
-                  uploads=[Upload(VERIFIER_NAME, verifier_sha256(), verifier_archive())])
+    checked_files(
+        name=f"Upload {REMOTE_VERIFIER}",
+        directory=REMOTE_DIR,
+        uploads=[Upload(VERIFIER_NAME, verifier_sha256(), verifier_archive())],
+    )
 
 
 def upload_verifier() -> None:

@@ -1,6 +1,6 @@
 """Stage 4 alone: python3-venv, the venv with torch and bitsandbytes (from the offline wheelhouse when configured).
 
-    pyinfra inventory tasks/venv.py
+pyinfra inventory tasks/venv.py
 """
 
 from roles.settings import require_valid_inventory

@@ -12,8 +12,11 @@ def pytest_runtest_teardown(item):
     # threads as greenlets, and one thread blocked in flock() freezes the whole suite. Load pyinfra's CLI code in a
     # child process instead (tests/support/pyinfra_plan.py, tests/inventory/test_example.py show how).
     if "pyinfra_cli" in sys.modules:
-        pytest.fail(f"{item.nodeid} imported pyinfra_cli into the pytest process (gevent patches it): "
-                    "run that code in a subprocess", pytrace=False)
+        pytest.fail(
+            f"{item.nodeid} imported pyinfra_cli into the pytest process (gevent patches it): "
+            "run that code in a subprocess",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,20 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LAYERS = ("oneshot", "safe_read", "ld", "stack", "debian", "system", "report", "checks", "commands", "cli", "__main__",
-          "api")
+LAYERS = (
+    "oneshot",
+    "safe_read",
+    "ld",
+    "stack",
+    "debian",
+    "system",
+    "report",
+    "checks",
+    "commands",
+    "cli",
+    "__main__",
+    "api",
+)
 PUBLIC = "verify.api"
 OUTSIDE = ("roles", "localfleet", "bench", "tasks", "deploy.py")
 
@@ -33,12 +45,17 @@ def imports_of(path: Path, top: Path) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "verify"]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] == "verify":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] == "verify"
+        ):
             for alias in node.names:
                 submodule = f"{node.module}.{alias.name}"
-                is_module = (top / Path(*submodule.split("."))).with_suffix(".py").is_file() or \
-                    (top / Path(*submodule.split(".")) / "__init__.py").is_file()
+                is_module = (top / Path(*submodule.split("."))).with_suffix(".py").is_file() or (
+                    top / Path(*submodule.split(".")) / "__init__.py"
+                ).is_file()
                 found.append((node.lineno, submodule if is_module else node.module))
     return list(dict.fromkeys(found))  # `from verify.x import a, b`: one import of verify.x
 
@@ -63,8 +80,9 @@ def problems(top: Path) -> list[str]:
             if mine not in LAYERS or theirs not in LAYERS:
                 found.append(f"{path.relative_to(top)}:{line}: {source} or {target} is in no layer: add it to LAYERS")
             elif LAYERS.index(theirs) > LAYERS.index(mine):
-                found.append(f"{path.relative_to(top)}:{line}: upward import: {source} ({mine}) imports {target} "
-                             f"({theirs})")
+                found.append(
+                    f"{path.relative_to(top)}:{line}: upward import: {source} ({mine}) imports {target} ({theirs})"
+                )
     found += [f"import cycle: {' → '.join(cycle)}" for cycle in _cycles(graph)]
     for place in OUTSIDE:
         paths = [top / place] if place.endswith(".py") else sorted((top / place).rglob("*.py"))
@@ -73,8 +91,10 @@ def problems(top: Path) -> list[str]:
                 continue
             for line, target in imports_of(path, top):
                 if target != PUBLIC:
-                    found.append(f"{path.relative_to(top)}:{line}: imports {target}: outside verify/, use "
-                                 f"{PUBLIC} (add the name there if it is missing)")
+                    found.append(
+                        f"{path.relative_to(top)}:{line}: imports {target}: outside verify/, use "
+                        f"{PUBLIC} (add the name there if it is missing)"
+                    )
     return found
 
 
@@ -83,7 +103,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
     def visit(node: str) -> None:
         if node in path:
-            cycles.append(path[path.index(node):] + [node])
+            cycles.append(path[path.index(node) :] + [node])
             return
         if node in done or node not in graph:
             return
@@ -111,18 +131,21 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_an_upward_import_a_cycle_and_a_private_import_from_outside_are_each_named(tmp_path):
     """The rule itself, on a small tree: each kind of break is found (the real tree has none)."""
-    top = _tree(tmp_path, {
-        "verify/__init__.py": "",
-        "verify/api.py": "from verify.report.report import Report\n",
-        "verify/ld/__init__.py": "",
-        "verify/ld/elf.py": "from verify.report import report\n",  # ld is below report
-        "verify/report/__init__.py": "",
-        "verify/report/report.py": "import verify.report.drift\n",
-        "verify/report/drift.py": "from verify.report.report import Report\n",  # a cycle inside one layer
-        "roles/__init__.py": "",
-        "roles/summary.py": "from verify.api import Report\nfrom verify.report.drift import compare_reports\n",
-        "bench/run.py": "def main():\n    from verify import api\n",
-    })
+    top = _tree(
+        tmp_path,
+        {
+            "verify/__init__.py": "",
+            "verify/api.py": "from verify.report.report import Report\n",
+            "verify/ld/__init__.py": "",
+            "verify/ld/elf.py": "from verify.report import report\n",  # ld is below report
+            "verify/report/__init__.py": "",
+            "verify/report/report.py": "import verify.report.drift\n",
+            "verify/report/drift.py": "from verify.report.report import Report\n",  # a cycle inside one layer
+            "roles/__init__.py": "",
+            "roles/summary.py": "from verify.api import Report\nfrom verify.report.drift import compare_reports\n",
+            "bench/run.py": "def main():\n    from verify import api\n",
+        },
+    )
     assert problems(top) == [
         "verify/ld/elf.py:1: upward import: verify.ld.elf (ld) imports verify.report.report (report)",
         "import cycle: verify.report.report → verify.report.drift → verify.report.report",

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time they come from _WHERE
-    from verify import safe_read
     from verify.checks import model_bounds
     from verify.checks.apt import pin_text
     from verify.checks.model import probe_arguments as model_probe_arguments
@@ -30,18 +29,33 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
     from verify.ld.elf import ElfError
     from verify.ld.lddview import ldd_lines, parse_ldd_output
     from verify.ld.process import Analyser
-    from verify.report import kept_files
     from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
     from verify.report.drift import Drift, compare_reports
     from verify.report.kept import LABELS as KEPT_LABELS
     from verify.report.kept import KeptResult, Unusable, kept_results, parse_time
     from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
-    from verify.report.report import (FAIL, PASS, RERUN_FIX, WARN, CheckResult, Judgement, Report, ReportError,
-                                      check_priority, judge_report)
+    from verify.report.report import (
+        FAIL,
+        PASS,
+        RERUN_FIX,
+        WARN,
+        CheckResult,
+        Judgement,
+        Report,
+        ReportError,
+        check_priority,
+        judge_report,
+    )
+    from verify.stack.rocm_release import (
+        CollidingPackage,
+        RocmRelease,
+        UnknownRelease,
+        known_releases,
+        release_with_build,
+        rocm_release,
+    )
     from verify.system.modprobe import Block, blocks_in_cmdline, blocks_in_modprobe_conf
     from verify.system.pci_ids import integrated_gpu_name
-    from verify.stack.rocm_release import (CollidingPackage, RocmRelease, UnknownRelease, known_releases,
-                                           release_with_build, rocm_release)
 
 # name → (module, its name there); None: the module itself.
 _WHERE: dict[str, tuple[str, str | None]] = {
@@ -55,8 +69,10 @@ _WHERE: dict[str, tuple[str, str | None]] = {
     "pins_origin": ("verify.debian.apt_policy", "pins_origin"),
     "compare_versions": ("verify.debian.debversion", "compare_versions"),
     "is_amd_version": ("verify.debian.distro_rocm", "is_amd_version"),
-    **{name: ("verify.debian.kernels", name)
-       for name in ("KernelPackage", "installed_kernels", "meta_packages", "newest", "parse_dpkg_query_lines")},
+    **{
+        name: ("verify.debian.kernels", name)
+        for name in ("KernelPackage", "installed_kernels", "meta_packages", "newest", "parse_dpkg_query_lines")
+    },
     **{name: ("verify.debian.strays", name) for name in ("Stray", "StraysReport", "find_strays")},
     "ElfError": ("verify.ld.elf", "ElfError"),
     "ldd_lines": ("verify.ld.lddview", "ldd_lines"),
@@ -69,15 +85,34 @@ _WHERE: dict[str, tuple[str, str | None]] = {
     **{name: ("verify.report.kept", name) for name in ("KeptResult", "Unusable", "kept_results", "parse_time")},
     "KEPT_STATE_ROOT": ("verify.report.kept_files", "STATE_ROOT"),
     "METRICS_DEFAULT_DIR": ("verify.report.metrics", "DEFAULT_DIR"),
-    **{name: ("verify.report.report", name)
-       for name in ("FAIL", "PASS", "RERUN_FIX", "WARN", "CheckResult", "Judgement", "Report", "ReportError",
-                    "check_priority", "judge_report")},
-    **{name: ("verify.system.modprobe", name)
-       for name in ("Block", "blocks_in_cmdline", "blocks_in_modprobe_conf")},
+    **{
+        name: ("verify.report.report", name)
+        for name in (
+            "FAIL",
+            "PASS",
+            "RERUN_FIX",
+            "WARN",
+            "CheckResult",
+            "Judgement",
+            "Report",
+            "ReportError",
+            "check_priority",
+            "judge_report",
+        )
+    },
+    **{name: ("verify.system.modprobe", name) for name in ("Block", "blocks_in_cmdline", "blocks_in_modprobe_conf")},
     "integrated_gpu_name": ("verify.system.pci_ids", "integrated_gpu_name"),
-    **{name: ("verify.stack.rocm_release", name)
-       for name in ("CollidingPackage", "RocmRelease", "UnknownRelease", "known_releases", "release_with_build",
-                    "rocm_release")},
+    **{
+        name: ("verify.stack.rocm_release", name)
+        for name in (
+            "CollidingPackage",
+            "RocmRelease",
+            "UnknownRelease",
+            "known_releases",
+            "release_with_build",
+            "rocm_release",
+        )
+    },
 }
 
 # The verifier's package directory: roles/verifier.py packs it, data files included, into the zipapp.
@@ -106,13 +141,58 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "FAIL", "PASS", "RERUN_FIX", "WARN", "PACKAGE_DIR", "BOOT_CHECK_STATE_DIR", "KEPT_LABELS", "KEPT_READER_SOURCES",
-    "KEPT_STATE_ROOT", "METRICS_DEFAULT_DIR",
-    "Analyser", "Block", "CheckResult", "CollidingPackage", "Drift", "ElfError", "Judgement", "KernelPackage",
-    "KeptResult", "Report", "ReportError", "RocmRelease", "Stray", "StraysReport", "UnknownRelease", "Unusable",
-    "blocks_in_cmdline", "blocks_in_modprobe_conf", "check_priority", "compare_reports", "compare_versions",
-    "find_strays", "installed_kernels", "integrated_gpu_name", "is_amd_version", "judge_report", "kept_results",
-    "known_releases", "ldd_lines", "meta_packages", "model_bounds", "model_probe_arguments", "model_probe_source",
-    "newest", "parse_dpkg_query_lines", "parse_ldd_output", "parse_preferences", "parse_time", "pin_text",
-    "pins_origin", "release_with_build", "rocm_release", "runtime_probe_arguments", "runtime_probe_source",
+    "FAIL",
+    "PASS",
+    "RERUN_FIX",
+    "WARN",
+    "PACKAGE_DIR",
+    "BOOT_CHECK_STATE_DIR",
+    "KEPT_LABELS",
+    "KEPT_READER_SOURCES",
+    "KEPT_STATE_ROOT",
+    "METRICS_DEFAULT_DIR",
+    "Analyser",
+    "Block",
+    "CheckResult",
+    "CollidingPackage",
+    "Drift",
+    "ElfError",
+    "Judgement",
+    "KernelPackage",
+    "KeptResult",
+    "Report",
+    "ReportError",
+    "RocmRelease",
+    "Stray",
+    "StraysReport",
+    "UnknownRelease",
+    "Unusable",
+    "blocks_in_cmdline",
+    "blocks_in_modprobe_conf",
+    "check_priority",
+    "compare_reports",
+    "compare_versions",
+    "find_strays",
+    "installed_kernels",
+    "integrated_gpu_name",
+    "is_amd_version",
+    "judge_report",
+    "kept_results",
+    "known_releases",
+    "ldd_lines",
+    "meta_packages",
+    "model_bounds",
+    "model_probe_arguments",
+    "model_probe_source",
+    "newest",
+    "parse_dpkg_query_lines",
+    "parse_ldd_output",
+    "parse_preferences",
+    "parse_time",
+    "pin_text",
+    "pins_origin",
+    "release_with_build",
+    "rocm_release",
+    "runtime_probe_arguments",
+    "runtime_probe_source",
 ]

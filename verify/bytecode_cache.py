@@ -106,8 +106,9 @@ class _Finder:
                 package = importer.is_package(name)  # a look-up in the archive's table of contents
             except zipimport.ZipImportError:
                 continue
-            filename = (f"{self.archive}/{importer.prefix}{name.rpartition('.')[2]}"
-                        + ("/__init__.py" if package else ".py"))
+            filename = f"{self.archive}/{importer.prefix}{name.rpartition('.')[2]}" + (
+                "/__init__.py" if package else ".py"
+            )
             spec = ModuleSpec(name, _Loader(importer, self.directory, filename), origin=filename, is_package=package)
             spec.has_location = True  # __file__, as zipimport's spec gives it
             if package:  # __path__: the package's directory in the archive, as zipimport's spec gives it
@@ -162,8 +163,12 @@ class _Loader:
             return None
         try:
             found = os.fstat(fd)
-            if (not stat.S_ISREG(found.st_mode) or found.st_uid != 0 or stat.S_IMODE(found.st_mode) & 0o077
-                    or found.st_size > MAX_ENTRY):
+            if (
+                not stat.S_ISREG(found.st_mode)
+                or found.st_uid != 0
+                or stat.S_IMODE(found.st_mode) & 0o077
+                or found.st_size > MAX_ENTRY
+            ):
                 return None
             data = os.read(fd, MAX_ENTRY + 1)
         except OSError:
@@ -173,7 +178,7 @@ class _Loader:
         if len(data) != found.st_size or not data.startswith(MAGIC_NUMBER):
             return None
         try:
-            code = marshal.loads(data[len(MAGIC_NUMBER):])
+            code = marshal.loads(data[len(MAGIC_NUMBER) :])
         except (EOFError, ValueError, TypeError):
             return None
         return code if isinstance(code, types.CodeType) and code.co_filename == filename else None
@@ -185,8 +190,12 @@ class _Loader:
             if len(os.listdir(self._directory)) >= MAX_ENTRIES:
                 for name in os.listdir(self._directory):
                     os.unlink(name, dir_fd=self._directory)
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                         dir_fd=self._directory)
+            fd = os.open(
+                partial,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+                dir_fd=self._directory,
+            )
             try:
                 with os.fdopen(fd, "wb") as out:
                     out.write(MAGIC_NUMBER + marshal.dumps(code))

@@ -141,8 +141,9 @@ def read_bytes(path: str | os.PathLike, limit: int, *, follow: bool = True) -> b
         return data
 
 
-def read_text(path: str | os.PathLike, limit: int, *, encoding: str = "utf-8", errors: str = "strict",
-              follow: bool = True) -> str:
+def read_text(
+    path: str | os.PathLike, limit: int, *, encoding: str = "utf-8", errors: str = "strict", follow: bool = True
+) -> str:
     return read_bytes(path, limit, follow=follow).decode(encoding, errors)
 
 

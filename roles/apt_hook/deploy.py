@@ -17,8 +17,9 @@ def reads(settings: HostSettings) -> list[run_reads.Ask]:
 @stage("Apt hook", reads=reads)
 def apt_hook(settings: HostSettings) -> None:
     if not settings.apt_hook:
-        operations.apt_hook(name="Remove the apt hook (apt_hook: False)", present=False,
-                            lock_timeout=settings.dpkg_lock_timeout)
+        operations.apt_hook(
+            name="Remove the apt hook (apt_hook: False)", present=False, lock_timeout=settings.dpkg_lock_timeout
+        )
         return
     upload_verifier()
     operations.apt_hook(

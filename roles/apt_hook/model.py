@@ -76,10 +76,21 @@ class HookSpec:
 def hook_command(spec: HookSpec) -> str:
     """The shell command apt runs after each dpkg run (and the deploy runs once, to record the baseline)."""
     metrics = ("--metrics-dir", spec.metrics_dir) if spec.metrics_dir else ()
-    run = " ".join(shlex.quote(part) for part in (
-        spec.python, "-I", ENTRY, "--venv", spec.venv, "--expect-rocm", spec.expect_rocm,
-        "--expect-bitsandbytes", spec.expect_bitsandbytes, *metrics,
-    ))
+    run = " ".join(
+        shlex.quote(part)
+        for part in (
+            spec.python,
+            "-I",
+            ENTRY,
+            "--venv",
+            spec.venv,
+            "--expect-rocm",
+            spec.expect_rocm,
+            "--expect-bitsandbytes",
+            spec.expect_bitsandbytes,
+            *metrics,
+        )
+    )
     return (
         f"if [ ! -x {spec.python} ]; then "
         f"echo '{HOOK_PREFIX} not run - {spec.python} is missing (apt-get install python3, then run "
@@ -103,9 +114,11 @@ def config_text(spec: HookSpec) -> str:
 def write_config_command(text: str) -> str:
     """Replace the configuration file in one step (apt never reads half of it). Run under the host lock: leftovers of
     a run killed halfway are removed first, as no other run is writing one."""
-    return (f"rm -f {CONF_PARTIAL_PREFIX}* && partial=$(mktemp {CONF_PARTIAL_PREFIX}XXXXXXXX) && "
-            f"printf '%s' {shlex.quote(text)} > \"$partial\" && chmod 644 \"$partial\" && "
-            f"mv -f \"$partial\" {CONF_PATH}")
+    return (
+        f"rm -f {CONF_PARTIAL_PREFIX}* && partial=$(mktemp {CONF_PARTIAL_PREFIX}XXXXXXXX) && "
+        f'printf \'%s\' {shlex.quote(text)} > "$partial" && chmod 644 "$partial" && '
+        f'mv -f "$partial" {CONF_PATH}'
+    )
 
 
 WORK_COPY = '"$work/copy"'  # the new copy, in the shell of copy_verifier_command
@@ -113,8 +126,10 @@ WORK_COPY = '"$work/copy"'  # the new copy, in the shell of copy_verifier_comman
 
 def _manifest_of(directory: str) -> str:
     """sha256sum lines of every file under `directory` (its manifest left out), sorted by name."""
-    return (f"( cd {directory} && find . -type f ! -path ./{MANIFEST_NAME} -print0 | LC_ALL=C sort -z | "
-            "xargs -0 sha256sum )")
+    return (
+        f"( cd {directory} && find . -type f ! -path ./{MANIFEST_NAME} -print0 | LC_ALL=C sort -z | "
+        "xargs -0 sha256sum )"
+    )
 
 
 def copy_verifier_command(python: str, sha256: str) -> str:
@@ -125,23 +140,27 @@ def copy_verifier_command(python: str, sha256: str) -> str:
     halfway are removed first, as no other run is building one."""
     if not _SHA256.fullmatch(sha256):
         raise HookSpecError(f"apt hook: {sha256!r} is not a sha256")
-    mismatch = (f"apt hook: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {sha256[:12]}…) - "
-                "run the deploy again")
-    return " && ".join((
-        f"mkdir -p {HOOK_DIR}",
-        f"rm -rf {WORK_PREFIX}*",
-        f"work=$(mktemp -d {WORK_PREFIX}XXXXXXXX)",
-        f'cp {REMOTE_VERIFIER} "$work/verify.pyz"',
-        f"{{ echo \"{sha256}  $work/verify.pyz\" | sha256sum --check --status || {{ echo '{mismatch}' >&2; false; }}; }}",
-        f'{python} -I -m zipfile -e "$work/verify.pyz" "$work/copy"',
-        f'{python} -I -m compileall -q -d {VERIFIER_COPY} "$work/copy" > /dev/null',
-        f'echo {sha256} > "$work/copy/{STAMP_NAME}"',
-        f'{_manifest_of(WORK_COPY)} > {WORK_COPY}/{MANIFEST_NAME}',
-        f'chmod 755 "$work/copy"',
-        f'{{ [ ! -d {VERIFIER_COPY} ] || mv {VERIFIER_COPY} "$work/old"; }}',
-        f'mv "$work/copy" {VERIFIER_COPY}',
-        f'rm -rf "$work"',
-    ))
+    mismatch = (
+        f"apt hook: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {sha256[:12]}…) - "
+        "run the deploy again"
+    )
+    return " && ".join(
+        (
+            f"mkdir -p {HOOK_DIR}",
+            f"rm -rf {WORK_PREFIX}*",
+            f"work=$(mktemp -d {WORK_PREFIX}XXXXXXXX)",
+            f'cp {REMOTE_VERIFIER} "$work/verify.pyz"',
+            f"{{ echo \"{sha256}  $work/verify.pyz\" | sha256sum --check --status || {{ echo '{mismatch}' >&2; false; }}; }}",
+            f'{python} -I -m zipfile -e "$work/verify.pyz" "$work/copy"',
+            f'{python} -I -m compileall -q -d {VERIFIER_COPY} "$work/copy" > /dev/null',
+            f'echo {sha256} > "$work/copy/{STAMP_NAME}"',
+            f"{_manifest_of(WORK_COPY)} > {WORK_COPY}/{MANIFEST_NAME}",
+            'chmod 755 "$work/copy"',
+            f'{{ [ ! -d {VERIFIER_COPY} ] || mv {VERIFIER_COPY} "$work/old"; }}',
+            f'mv "$work/copy" {VERIFIER_COPY}',
+            'rm -rf "$work"',
+        )
+    )
 
 
 def copy_state_command() -> str:

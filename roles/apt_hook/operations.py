@@ -34,8 +34,15 @@ def _locked(steps: list[str], lock_timeout: int) -> str:
 
 
 @operation()
-def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect_bitsandbytes: str = "",
-             verifier_sha256: str = "", lock_timeout: int = 300, metrics_dir: str | None = None):
+def apt_hook(
+    present: bool = True,
+    venv: str = "",
+    expect_rocm: str = "",
+    expect_bitsandbytes: str = "",
+    verifier_sha256: str = "",
+    lock_timeout: int = 300,
+    metrics_dir: str | None = None,
+):
     """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
     a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
     and run once when either changed to record its baseline (with `metrics_dir`, each run also rewrites node_exporter's
@@ -48,8 +55,10 @@ def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect
         yield _locked([remove_command()], lock_timeout)
         return
     if files.python is None:
-        yield fail_command("apt hook: python3 is not installed on this host, and the hook runs the verifier with it — "
-                           "apt-get install python3, then deploy again")
+        yield fail_command(
+            "apt hook: python3 is not installed on this host, and the hook runs the verifier with it — "
+            "apt-get install python3, then deploy again"
+        )
         return
     try:
         spec = HookSpec(files.python, venv, expect_rocm, expect_bitsandbytes, metrics_dir)
@@ -67,8 +76,10 @@ def apt_hook(present: bool = True, venv: str = "", expect_rocm: str = "", expect
         host.noop(f"apt hook installed and up to date ({CONF_PATH}){baseline}")
         return
     if files.copy_damaged:
-        yield tell_command(f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file "
-                           "changed, went missing or was added): extracting it again")
+        yield tell_command(
+            f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file "
+            "changed, went missing or was added): extracting it again"
+        )
     steps = [copy] if new_copy else []
     if new_config:
         steps.append(write_config_command(wanted))

@@ -36,8 +36,12 @@ class BootUnit(FactBase):
         lines = list(output)
         head = dict(line.split(" ", 1) if " " in line else (line, "") for line in lines[:3])
         unit = "\n".join(lines[4:]) + "\n" if len(lines) > 3 and lines[3] == "unit" else None
-        return BootUnitFiles(python=head.get("python", "").strip() or None, unit=unit,
-                             enabled=head.get("enabled") == "yes", has_state=head.get("state") == "yes")
+        return BootUnitFiles(
+            python=head.get("python", "").strip() or None,
+            unit=unit,
+            enabled=head.get("enabled") == "yes",
+            has_state=head.get("state") == "yes",
+        )
 
     @staticmethod
     def default() -> BootUnitFiles:

@@ -42,11 +42,19 @@ def boot_check_arguments(check_arguments: list[str]) -> list[str]:
     arguments = [a for a in check_arguments if a != "--json"]
     if "--keep-in" in arguments:
         at = arguments.index("--keep-in")
-        del arguments[at:at + 2]
+        del arguments[at : at + 2]
     if arguments[:1] == ["check"]:
         arguments = arguments[1:]
-    return ["boot-check", *arguments, "--timeout", str(PROBE_LIMIT_S), "--driver-wait", str(DRIVER_WAIT_S),
-            "--state-dir", STATE_DIR]
+    return [
+        "boot-check",
+        *arguments,
+        "--timeout",
+        str(PROBE_LIMIT_S),
+        "--driver-wait",
+        str(DRIVER_WAIT_S),
+        "--state-dir",
+        STATE_DIR,
+    ]
 
 
 def exec_start(python: str, arguments: list[str]) -> str:
@@ -64,9 +72,11 @@ def _systemd_word(word: str) -> str:
 def verifier_check(verifier_sha256: str) -> str:
     """The ExecStartPre line: the verifier must still be the file the last deploy installed (its sha256, as every
     other run of it checks); otherwise one line in the journal, the unit fails and nothing of it runs."""
-    script = (f"echo '{verifier_sha256}  {REMOTE_VERIFIER}' | sha256sum --check --status || "
-              f"{{ echo 'rocm-fleet boot check: {REMOTE_VERIFIER} is not the verifier the last deploy installed "
-              f"(sha256 {verifier_sha256[:12]}...): deploy again' >&2; exit 1; }}")
+    script = (
+        f"echo '{verifier_sha256}  {REMOTE_VERIFIER}' | sha256sum --check --status || "
+        f"{{ echo 'rocm-fleet boot check: {REMOTE_VERIFIER} is not the verifier the last deploy installed "
+        f"(sha256 {verifier_sha256[:12]}...): deploy again' >&2; exit 1; }}"
+    )
     return " ".join(_systemd_word(word) for word in ("/bin/sh", "-c", script))
 
 
@@ -104,5 +114,7 @@ def install_commands(text: str) -> list[str]:
 
 
 def remove_commands() -> list[str]:
-    return [f"rm -f {WANTS_LINK} {UNIT_PATH} {UNIT_PATH}.rocm-fleet-new && rm -rf {STATE_DIR}",
-            "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi"]
+    return [
+        f"rm -f {WANTS_LINK} {UNIT_PATH} {UNIT_PATH}.rocm-fleet-new && rm -rf {STATE_DIR}",
+        "if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi",
+    ]

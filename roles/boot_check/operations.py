@@ -24,8 +24,10 @@ def boot_unit(present: bool = True, arguments: list[str] | None = None, verifier
         yield from remove_commands()
         return
     if files.python is None:
-        yield fail_command("boot check: python3 is not installed on this host, and the unit runs the verifier with it "
-                           "— apt-get install python3, then deploy again (or set boot_check: False)")
+        yield fail_command(
+            "boot check: python3 is not installed on this host, and the unit runs the verifier with it "
+            "— apt-get install python3, then deploy again (or set boot_check: False)"
+        )
         return
     wanted = unit_text(files.python, list(arguments or ()), verifier_sha256)
     if files.unit is not None and files.unit.splitlines() == wanted.splitlines() and files.enabled:

@@ -18,17 +18,25 @@ def reads(settings: HostSettings) -> list[run_reads.Ask]:
 @stage("Colliding packages", reads=reads)
 def colliding_packages(settings: HostSettings) -> None:
     if settings.rocm_install == "skip":
-        note("rocm_install is 'skip': amdgpu-install does not run, so nothing can collide with it",
-             name="skipped: rocm_install is 'skip'")
+        note(
+            "rocm_install is 'skip': amdgpu-install does not run, so nothing can collide with it",
+            name="skipped: rocm_install is 'skip'",
+        )
         return
     if settings.colliding_packages == "stop":
         collisions = installed_collisions(settings.rocm_build)
         if collisions:
-            stop("colliding distro packages",
-                 "colliding packages: " + ", ".join(c.describe() for c in collisions)
-                 + " would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them "
-                 f"(sudo apt-get remove {' '.join(c.package.name for c in collisions)}) or set "
-                 "colliding_packages: remove")
+            stop(
+                "colliding distro packages",
+                "colliding packages: "
+                + ", ".join(c.describe() for c in collisions)
+                + " would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them "
+                f"(sudo apt-get remove {' '.join(c.package.name for c in collisions)}) or set "
+                "colliding_packages: remove",
+            )
             return
-    remove_colliding_packages(name="Remove distro packages that block amdgpu-install", build=settings.rocm_build,
-                              lock_timeout=settings.dpkg_lock_timeout)
+    remove_colliding_packages(
+        name="Remove distro packages that block amdgpu-install",
+        build=settings.rocm_build,
+        lock_timeout=settings.dpkg_lock_timeout,
+    )

@@ -19,8 +19,9 @@ class Collision:
         return f"{self.package.name} {self.package.version} (distro; sorts above AMD's {self.amd_version})"
 
 
-def find_collisions(installed: dict[str, InstalledPackage], build: str,
-                    table: tuple[CollidingPackage, ...] | None = None) -> tuple[Collision, ...]:
+def find_collisions(
+    installed: dict[str, InstalledPackage], build: str, table: tuple[CollidingPackage, ...] | None = None
+) -> tuple[Collision, ...]:
     """The installed distro packages of `table` (default: the colliding packages of the release with build `build`)
     whose versions sort above AMD's for `build` (Debian's rules).
 

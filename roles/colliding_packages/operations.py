@@ -9,9 +9,9 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from roles import run_reads
-from roles.debian.apt_commands import apt_get
 from roles.colliding_packages.data import colliding_packages
 from roles.colliding_packages.model import find_collisions
+from roles.debian.apt_commands import apt_get
 from roles.debian.facts import AptRemovalSimulation, PackageVersions
 from roles.stage import tell_command
 
@@ -35,8 +35,11 @@ def remove_colliding_packages(build: str, lock_timeout: int):
     names = [collision.package.name for collision in collisions]
     removed = run_reads.ask(AptRemovalSimulation, packages=names)
     dependents = [f"{name} {version}".strip() for name, version in removed if name not in names]
-    message = ("removing " + ", ".join(c.describe() for c in collisions)
-               + ": apt would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)")
+    message = (
+        "removing "
+        + ", ".join(c.describe() for c in collisions)
+        + ": apt would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)"
+    )
     if dependents:
         message += f"; apt also removes what depends on them: {', '.join(dependents)}"
     yield tell_command(message)

@@ -32,19 +32,24 @@ LOCK_SIGNATURES = (
 # apt's error line when dpkg's journal holds an unfinished run (apt-pkg/deb/debsystem.cc, in English):
 INTERRUPTED_SIGNATURE = "dpkg was interrupted, you must manually run"
 INTERRUPTED_FIX = "pyinfra INVENTORY exec -- env DEBIAN_FRONTEND=noninteractive dpkg --configure -a"
-APT_GET = ("DEBIAN_FRONTEND=noninteractive apt-get -y "
-           "-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold")
+APT_GET = (
+    "DEBIAN_FRONTEND=noninteractive apt-get -y -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+)
 
 
 def lock_expired_message(timeout: int) -> str:
-    return (f"rocm-fleet: apt/dpkg was still locked after {timeout} s (dpkg_lock_timeout): another apt/dpkg run is "
-            "busy on this host; let it finish (or raise dpkg_lock_timeout) and deploy again")
+    return (
+        f"rocm-fleet: apt/dpkg was still locked after {timeout} s (dpkg_lock_timeout): another apt/dpkg run is "
+        "busy on this host; let it finish (or raise dpkg_lock_timeout) and deploy again"
+    )
 
 
 def interrupted_message() -> str:
-    return ("rocm-fleet: an earlier dpkg run on this host was interrupted halfway, and apt changes nothing until it is "
-            "finished: run `dpkg --configure -a` there as root (for the whole fleet: "
-            f"{INTERRUPTED_FIX}), then deploy again")
+    return (
+        "rocm-fleet: an earlier dpkg run on this host was interrupted halfway, and apt changes nothing until it is "
+        "finished: run `dpkg --configure -a` there as root (for the whole fleet: "
+        f"{INTERRUPTED_FIX}), then deploy again"
+    )
 
 
 def with_dpkg_lock_timeout(command: str, timeout: int) -> str:
@@ -59,18 +64,18 @@ def with_dpkg_lock_timeout(command: str, timeout: int) -> str:
     timeout = int(timeout)
     config = shlex.quote(f'DPkg::Lock::Timeout "{timeout}";')
     message = shlex.quote(lock_expired_message(timeout))
-    locked = "grep -q -F " + " ".join(f"-e {shlex.quote(text)}" for text in LOCK_SIGNATURES) + " \"$log\""
-    interrupted = f"grep -q -F -e {shlex.quote(INTERRUPTED_SIGNATURE)} \"$log\""
+    locked = "grep -q -F " + " ".join(f"-e {shlex.quote(text)}" for text in LOCK_SIGNATURES) + ' "$log"'
+    interrupted = f'grep -q -F -e {shlex.quote(INTERRUPTED_SIGNATURE)} "$log"'
     return (
-        f"cfg=$(mktemp) && log=$(mktemp) && echo {config} > \"$cfg\" && "
-        "export APT_CONFIG=\"$cfg\" DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 && unset LANGUAGE && "
+        f'cfg=$(mktemp) && log=$(mktemp) && echo {config} > "$cfg" && '
+        'export APT_CONFIG="$cfg" DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 && unset LANGUAGE && '
         "start=$(date +%s) && "
-        f"while :; do ( {command} ) > \"$log\" 2>&1; rc=$?; "
-        f"if [ \"$rc\" -ne 0 ] && {locked} && [ $(( $(date +%s) - start )) -lt {timeout} ]; then sleep 5; "
-        "else break; fi; done; cat \"$log\"; "
-        f"if [ \"$rc\" -ne 0 ] && {locked}; then echo {message} >&2; fi; "
-        f"if [ \"$rc\" -ne 0 ] && {interrupted}; then echo {shlex.quote(interrupted_message())} >&2; fi; "
-        "rm -f \"$cfg\" \"$log\"; exit \"$rc\""
+        f'while :; do ( {command} ) > "$log" 2>&1; rc=$?; '
+        f'if [ "$rc" -ne 0 ] && {locked} && [ $(( $(date +%s) - start )) -lt {timeout} ]; then sleep 5; '
+        'else break; fi; done; cat "$log"; '
+        f'if [ "$rc" -ne 0 ] && {locked}; then echo {message} >&2; fi; '
+        f'if [ "$rc" -ne 0 ] && {interrupted}; then echo {shlex.quote(interrupted_message())} >&2; fi; '
+        'rm -f "$cfg" "$log"; exit "$rc"'
     )
 
 

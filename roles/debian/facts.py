@@ -36,9 +36,9 @@ class InstalledRocm(FactBase):
 
     def command(self) -> str:
         return (
-            "for d in /opt/rocm-*; do [ -d \"$d\" ] || continue; "
-            "echo \"tree $d $(head -n 1 \"$d/.info/version\" 2>/dev/null)\"; done; "
-            "echo \"opt-rocm $(readlink -e /opt/rocm 2>/dev/null)\"; "
+            'for d in /opt/rocm-*; do [ -d "$d" ] || continue; '
+            'echo "tree $d $(head -n 1 "$d/.info/version" 2>/dev/null)"; done; '
+            'echo "opt-rocm $(readlink -e /opt/rocm 2>/dev/null)"; '
             "dpkg-query -W -f='pkg ${Package} ${Version} ${db:Status-Abbrev}\\n' "
             "'rocm-core*' rocm 'rocm[0-9]*' 2>/dev/null || true"
         )
@@ -79,8 +79,9 @@ class AptRemovalSimulation(FactBase):
 
 
 # Where a kernel keeps amdgpu.ko (verify/system/kernel.py's MODULE_DIRS), and where kmod reads modprobe.d files.
-_AMDGPU_GLOBS = " ".join(f"\"$d\"/{sub}/amdgpu.ko*" for sub in (
-    "kernel/drivers/gpu/drm/amd/amdgpu", "updates/dkms", "updates", "extra"))
+_AMDGPU_GLOBS = " ".join(
+    f'"$d"/{sub}/amdgpu.ko*' for sub in ("kernel/drivers/gpu/drm/amd/amdgpu", "updates/dkms", "updates", "extra")
+)
 _MODPROBE_D = "/etc/modprobe.d /run/modprobe.d /usr/local/lib/modprobe.d /usr/lib/modprobe.d /lib/modprobe.d"
 
 
@@ -101,49 +102,49 @@ class KernelDriver(FactBase):
     @staticmethod
     def _kernel_side() -> str:
         return (
-            "r=$(uname -r); echo \"running $r\"; "
-            "for d in /lib/modules/*; do [ -d \"$d\" ] || continue; "
+            'r=$(uname -r); echo "running $r"; '
+            'for d in /lib/modules/*; do [ -d "$d" ] || continue; '
             f"m=$(ls -1 {_AMDGPU_GLOBS} 2>/dev/null | head -n 1); "
-            "if [ -z \"$m\" ] && grep -q '/amdgpu\\.ko$' \"$d/modules.builtin\" 2>/dev/null; then "
-            "m=\"$d/modules.builtin\"; fi; "
-            "echo \"modules ${d##*/} $m\"; done; "
-            "for f in /boot/vmlinuz-*; do [ -e \"$f\" ] && echo \"image ${f#/boot/vmlinuz-}\"; done; "
+            'if [ -z "$m" ] && grep -q \'/amdgpu\\.ko$\' "$d/modules.builtin" 2>/dev/null; then '
+            'm="$d/modules.builtin"; fi; '
+            'echo "modules ${d##*/} $m"; done; '
+            'for f in /boot/vmlinuz-*; do [ -e "$f" ] && echo "image ${f#/boot/vmlinuz-}"; done; '
             "if [ -d /sys/module/amdgpu ]; then echo 'loaded yes'; else echo 'loaded no'; fi; "
             "if [ -c /dev/kfd ]; then echo 'kfd yes'; else echo 'kfd no'; fi; "
             "if [ -e /run/reboot-required ]; then echo 'reboot-required yes'; else echo 'reboot-required no'; fi; "
-            "echo \"cmdline $(cat /proc/cmdline 2>/dev/null)\"; "
-            f"for dir in {_MODPROBE_D}; do for f in \"$dir\"/*.conf; do [ -f \"$f\" ] || continue; "
+            'echo "cmdline $(cat /proc/cmdline 2>/dev/null)"; '
+            f'for dir in {_MODPROBE_D}; do for f in "$dir"/*.conf; do [ -f "$f" ] || continue; '
             "grep -n -E '^[[:space:]]*(blacklist|install)[[:space:]]+amdgpu' \"$f\" 2>/dev/null | "
-            "sed \"s|^|modprobe $f:|\"; done; done; "
+            'sed "s|^|modprobe $f:|"; done; done; '
             "d=$(dpkg-query -W -f='pkg ${Package}\\t${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*' "
             f"{FIRMWARE_PACKAGE} 2>/dev/null); "
-            "[ -n \"$d\" ] && printf '%s\\n' \"$d\"; "
+            '[ -n "$d" ] && printf \'%s\\n\' "$d"; '
         )
 
     @staticmethod
     def _apt_candidates() -> str:
         return (
             "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
-            "p=; for k in $(printf '%s\\n' \"$r\" $n | sort -u); do p=\"$p linux-headers-$k linux-modules-extra-$k\"; done; "
+            'p=; for k in $(printf \'%s\\n\' "$r" $n | sort -u); do p="$p linux-headers-$k linux-modules-extra-$k"; done; '
             # Whether apt has a name matters only while dpkg has not installed it (HostKernels.driver_packages_wanted),
             # so only those are asked — on a provisioned host often none. "Installed" as parse_dpkg_query_lines says:
             # the status abbreviation, stripped, starts with ii or hi.
             "i=$(printf '%s\\n' \"$d\" | awk -F '\\t' '{ s = $3; gsub(/^[[:space:]]+|[[:space:]]+$/, \"\", s); "
-            "s = substr(s, 1, 2); if (s == \"ii\" || s == \"hi\") print substr($1, 5) }'); "
+            's = substr(s, 1, 2); if (s == "ii" || s == "hi") print substr($1, 5) }\'); '
             f"q=; for x in $p {FIRMWARE_PACKAGE}; do "
-            "printf '%s\\n' \"$i\" | grep -qxF -e \"$x\" || q=\"$q $x\"; done; "
+            'printf \'%s\\n\' "$i" | grep -qxF -e "$x" || q="$q $x"; done; '
             # Only names apt knows go on: for a name it does not know (Debian never has linux-modules-extra-*),
             # `apt-cache policy` reads the name as a regular expression ('.' in every release) and matches it against
             # every package name — 0.19 s of the fact's 0.22 s in a fleet host. `pkgnames PREFIX` compares prefixes
             # only (0.02 s); a name it lists exactly is one apt knows, and only those are asked below.
-            "k=; for x in $q; do apt-cache pkgnames \"$x\" 2>/dev/null | grep -qxF -e \"$x\" && k=\"$k $x\"; done; "
+            'k=; for x in $q; do apt-cache pkgnames "$x" 2>/dev/null | grep -qxF -e "$x" && k="$k $x"; done; '
             # `apt-cache policy`, not `show`: the same lookup of each name (apt's cacheset) and the same candidate (the
             # policy's), without show's record reading, which cost several times more CPU (in a local fleet host: the
             # fact 1.07 s → 0.30 s). One call for all names: each start loads apt's cache. A name apt has is one whose
             # candidate is not "(none)"; a heading is the package's full name ("name:" or "name:arch:"). LC_ALL=C:
             # the field names untranslated.
-            "if [ -n \"$k\" ]; then LC_ALL=C apt-cache policy $k 2>/dev/null | awk "
-            "'/^[^ ]/ { n = $0; sub(/:.*/, \"\", n) } /^  Candidate: / && $2 != \"(none)\" { print \"available \" n }' "
+            'if [ -n "$k" ]; then LC_ALL=C apt-cache policy $k 2>/dev/null | awk '
+            '\'/^[^ ]/ { n = $0; sub(/:.*/, "", n) } /^  Candidate: / && $2 != "(none)" { print "available " n }\' '
             "| sort -u; fi; true"
         )
 
@@ -166,7 +167,7 @@ class VenvPathAccess(FactBase):
             f"p={shlex.quote(path)}; "
             f"printf 'owner %s\\n' \"$(id -u -- {shlex.quote(owner)} 2>/dev/null)\"; "
             'r=$(realpath -m -- "$(dirname -- "$p")"); printf \'resolved %s\\n\' "$r"; '
-            f'dirs=$({{ for d in {written}; do printf \'%s\\n\' "$d"; done; d=$r; printf \'%s\\n\' "$d"; '
+            f"dirs=$({{ for d in {written}; do printf '%s\\n' \"$d\"; done; d=$r; printf '%s\\n' \"$d\"; "
             'while [ "$d" != / ]; do d=$(dirname -- "$d"); printf \'%s\\n\' "$d"; done; } | sort -u | '
             'while IFS= read -r d; do if [ -e "$d" ] || [ -L "$d" ]; then '
             "stat -c 'dir %u %g %f %U %G %n' -- \"$d\"; fi; done); "

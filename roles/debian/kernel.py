@@ -120,6 +120,14 @@ def parse_host_kernels(lines: list[str]) -> HostKernels:
             package_lines.append(rest)
         elif key == "available" and rest.strip():
             available.add(rest.strip())
-    return HostKernels(running, amdgpu, frozenset(images), flags.get("loaded", False), flags.get("kfd", False),
-                       flags.get("reboot-required", False), tuple(blocks), parse_dpkg_query_lines(package_lines),
-                       frozenset(available))
+    return HostKernels(
+        running,
+        amdgpu,
+        frozenset(images),
+        flags.get("loaded", False),
+        flags.get("kfd", False),
+        flags.get("reboot-required", False),
+        tuple(blocks),
+        parse_dpkg_query_lines(package_lines),
+        frozenset(available),
+    )

@@ -62,11 +62,14 @@ SUPPORTED: dict[tuple[str, str], Support] = {
     ("ubuntu", "24.04"): Support(True, "noble", "Ubuntu 24.04 takes AMD's noble packages"),
     ("ubuntu", "22.04"): Support(True, "jammy", "Ubuntu 22.04 takes AMD's jammy packages"),
     ("debian", "12"): Support(True, "jammy", "Debian 12 takes AMD's jammy packages, as AMD's Debian instructions do"),
-    ("debian", "13"): Support(True, None, "Debian 13 is for test fleets: every stage but AMD's installer "
-                                           "(set rocm_install: skip)"),
+    ("debian", "13"): Support(
+        True, None, "Debian 13 is for test fleets: every stage but AMD's installer (set rocm_install: skip)"
+    ),
 }
 
-SUPPORTED_LABEL = "Ubuntu 24.04 (noble), Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip"
+SUPPORTED_LABEL = (
+    "Ubuntu 24.04 (noble), Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip"
+)
 
 
 def support_for(os_release: OsRelease) -> Support:

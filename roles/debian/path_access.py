@@ -53,7 +53,7 @@ class PathAccess:
 
 
 def ancestors(path: str) -> tuple[str, ...]:
-    """ "/opt/rocm-fleet/venv" -> ("/", "/opt", "/opt/rocm-fleet") """
+    """ "/opt/rocm-fleet/venv" -> ("/", "/opt", "/opt/rocm-fleet")"""
     found = []
     current = posixpath.dirname(path)
     while True:
@@ -106,7 +106,9 @@ def venv_path_problem(path: str, owner: str, access: PathAccess) -> str | None:
     writers = "root" if owner == "root" else f"root and {owner}"
     if access.resolved_parent and not any(entry.path == "/" for entry in access.entries):
         # The fact ran but stat read nothing: refuse rather than pass what was not seen.
-        return f"venv_path {path}: could not read who owns the directories above it (stat) — check coreutils on the host"
+        return (
+            f"venv_path {path}: could not read who owns the directories above it (stat) — check coreutils on the host"
+        )
     for entry in access.entries:
         if entry.is_link:
             continue  # a symlink's own mode means nothing; who can replace it is its directory's question
@@ -120,7 +122,9 @@ def venv_path_problem(path: str, owner: str, access: PathAccess) -> str | None:
             if others:
                 why = f"writable by group {entry.group} ({', '.join(others)})"
         if why:
-            return (f"venv_path {path}: {entry.path} is {why} — another account could swap the venv and have its code "
-                    f"run as {owner}; use a venv_path whose directories only {writers} can write (e.g. "
-                    f"/opt/rocm-fleet/venv), or fix {entry.path} (chown root: / chmod go-w)")
+            return (
+                f"venv_path {path}: {entry.path} is {why} — another account could swap the venv and have its code "
+                f"run as {owner}; use a venv_path whose directories only {writers} can write (e.g. "
+                f"/opt/rocm-fleet/venv), or fix {entry.path} (chown root: / chmod go-w)"
+            )
     return None

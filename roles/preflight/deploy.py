@@ -31,36 +31,47 @@ def _kernel_question(settings: HostSettings) -> dict:
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:
     ask = run_reads.Ask.of
-    return [ask(InstalledRocm), ask(OsReleaseFile), ask(FreeSpaceFor, paths=_disk_paths(settings)),
-            ask(ExistingUsers, users=list(_users(settings))), ask(KernelDriver, **_kernel_question(settings)),
-            ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
-            *([ask(GpuDevices)] if settings.gpu_required else [])]
+    return [
+        ask(InstalledRocm),
+        ask(OsReleaseFile),
+        ask(FreeSpaceFor, paths=_disk_paths(settings)),
+        ask(ExistingUsers, users=list(_users(settings))),
+        ask(KernelDriver, **_kernel_question(settings)),
+        ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+        *([ask(GpuDevices)] if settings.gpu_required else []),
+    ]
 
 
 @stage("Preflight", reads=reads)
 def preflight(settings: HostSettings) -> None:
     rocm_pending = settings.rocm_install == "install" and not run_reads.read(InstalledRocm).is_complete(
-        settings.rocm_release, settings.rocm_build)
+        settings.rocm_release, settings.rocm_build
+    )
     needs = disk_needs(settings.min_free_disk_gb, rocm_pending, settings.venv_path)
     users = _users(settings)
-    verdict = check(PreflightInput(
-        os_release=run_reads.read(OsReleaseFile),
-        rocm_install=settings.rocm_install,
-        rocm_pending=rocm_pending,
-        rocm_release=settings.rocm_release,
-        gpu_required=settings.gpu_required,
-        gpus=run_reads.ask(GpuDevices) if settings.gpu_required else None,
-        needs=needs,
-        free=run_reads.ask(FreeSpaceFor, paths=_disk_paths(settings)),
-        required_users=users,
-        existing_users=run_reads.ask(ExistingUsers, users=list(users)),
-        kernels=run_reads.ask(KernelDriver, **_kernel_question(settings)),
-    ))
+    verdict = check(
+        PreflightInput(
+            os_release=run_reads.read(OsReleaseFile),
+            rocm_install=settings.rocm_install,
+            rocm_pending=rocm_pending,
+            rocm_release=settings.rocm_release,
+            gpu_required=settings.gpu_required,
+            gpus=run_reads.ask(GpuDevices) if settings.gpu_required else None,
+            needs=needs,
+            free=run_reads.ask(FreeSpaceFor, paths=_disk_paths(settings)),
+            required_users=users,
+            existing_users=run_reads.ask(ExistingUsers, users=list(users)),
+            kernels=run_reads.ask(KernelDriver, **_kernel_question(settings)),
+        )
+    )
     for warning in verdict.warnings:  # deploy code runs once per host: each warning is printed once
         host.log_styled(f"preflight: {warning}", fg="yellow", log_func=logger.warning)
     # Before any stage changes anything: a venv path other accounts can write is refused here.
-    venv_path = venv_path_problem(settings.venv_path, settings.venv_owner,
-                                  run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+    venv_path = venv_path_problem(
+        settings.venv_path,
+        settings.venv_owner,
+        run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+    )
     problems = verdict.problems + ((venv_path,) if venv_path else ())
     if not problems:
         note(verdict.summary, name="host is fit")

@@ -15,8 +15,8 @@ class GpuDevices(FactBase):
     def command(self) -> str:
         return (
             "if [ -e /dev/kfd ]; then echo 'kfd yes'; else echo 'kfd no'; fi; "
-            "for d in /sys/bus/pci/devices/*; do [ -r \"$d/vendor\" ] || continue; "
-            "echo \"pci ${d##*/} $(cat \"$d/vendor\") $(cat \"$d/class\") $(cat \"$d/device\" 2>/dev/null)\"; done"
+            'for d in /sys/bus/pci/devices/*; do [ -r "$d/vendor" ] || continue; '
+            'echo "pci ${d##*/} $(cat "$d/vendor") $(cat "$d/class") $(cat "$d/device" 2>/dev/null)"; done'
         )
 
     def process(self, output) -> GpuInventory:
@@ -35,8 +35,8 @@ class FreeSpaceFor(FactBase):
     def command(self, paths) -> str:
         quoted = " ".join(shlex.quote(p) for p in paths)
         return (
-            f"for p in {quoted}; do q=$p; while [ ! -e \"$q\" ]; do q=$(dirname \"$q\"); done; "
-            "echo \"$p $(df -Pk \"$q\" | tail -n 1)\"; done"
+            f'for p in {quoted}; do q=$p; while [ ! -e "$q" ]; do q=$(dirname "$q"); done; '
+            'echo "$p $(df -Pk "$q" | tail -n 1)"; done'
         )
 
     def process(self, output) -> tuple[FreeSpace, ...]:

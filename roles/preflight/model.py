@@ -38,8 +38,11 @@ class GpuInventory:
 
     @property
     def amd_gpus(self) -> tuple[PciDevice, ...]:
-        return tuple(d for d in self.devices
-                     if d.vendor.lower() == AMD_PCI_VENDOR and d.pci_class.lower().startswith(GPU_CLASS_PREFIXES))
+        return tuple(
+            d
+            for d in self.devices
+            if d.vendor.lower() == AMD_PCI_VENDOR and d.pci_class.lower().startswith(GPU_CLASS_PREFIXES)
+        )
 
     @property
     def integrated(self) -> tuple[PciDevice, ...]:
@@ -57,10 +60,12 @@ def integrated_gpu_warning(gpus: GpuInventory) -> str | None:
         return None
     igpus = ", ".join(f"{d.slot} {integrated_gpu_name(d.device)}" for d in gpus.integrated)
     dgpus = ", ".join(f"{d.slot} ({d.device})" for d in gpus.discrete)
-    return (f"integrated GPU {igpus} beside the discrete GPU(s) {dgpus}: the ROCm runtime may crash with the iGPU "
-            "enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable the integrated GPU in the "
-            "BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the HIP_VISIBLE_DEVICES "
-            "value that hides the iGPU")
+    return (
+        f"integrated GPU {igpus} beside the discrete GPU(s) {dgpus}: the ROCm runtime may crash with the iGPU "
+        "enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable the integrated GPU in the "
+        "BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the HIP_VISIBLE_DEVICES "
+        "value that hides the iGPU"
+    )
 
 
 def parse_gpu_inventory(lines: list[str]) -> GpuInventory:
@@ -72,8 +77,11 @@ def parse_gpu_inventory(lines: list[str]) -> GpuInventory:
         if words[:1] == ["kfd"] and len(words) == 2:
             kfd = words[1] == "yes"
         elif words[:1] == ["pci"] and len(words) >= 4:
-            devices.append(PciDevice(slot=words[1], vendor=words[2], pci_class=words[3],
-                                     device=words[4] if len(words) > 4 else "?"))
+            devices.append(
+                PciDevice(
+                    slot=words[1], vendor=words[2], pci_class=words[3], device=words[4] if len(words) > 4 else "?"
+                )
+            )
     return GpuInventory(kfd=kfd, devices=tuple(devices))
 
 
@@ -156,21 +164,30 @@ def check(facts: PreflightInput) -> PreflightVerdict:
     if facts.gpu_required and facts.gpus is not None:
         amd = facts.gpus.amd_gpus
         if not amd:
-            problems.append("no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or set "
-                            "gpu_required: False for a host without a GPU")
+            problems.append(
+                "no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or set "
+                "gpu_required: False for a host without a GPU"
+            )
         elif not facts.gpus.kfd:
             kernels = facts.kernels
             running = kernels.running if kernels else ""
-            no_module = (f"; the running kernel {running} has no amdgpu.ko: apt-get install "
-                         f"linux-modules-extra-{running}, then modprobe amdgpu"
-                         if kernels and running and not kernels.has_amdgpu(running) else "")
-            problems.append(f"AMD GPU {amd[0].slot} found but /dev/kfd is missing (the amdgpu kernel driver is not "
-                            f"loaded): boot a kernel with amdgpu (Ubuntu's inbox driver is enough with --no-dkms)"
-                            f"{no_module}")
+            no_module = (
+                f"; the running kernel {running} has no amdgpu.ko: apt-get install "
+                f"linux-modules-extra-{running}, then modprobe amdgpu"
+                if kernels and running and not kernels.has_amdgpu(running)
+                else ""
+            )
+            problems.append(
+                f"AMD GPU {amd[0].slot} found but /dev/kfd is missing (the amdgpu kernel driver is not "
+                f"loaded): boot a kernel with amdgpu (Ubuntu's inbox driver is enough with --no-dkms)"
+                f"{no_module}"
+            )
         if facts.kernels and facts.kernels.blocks:
             where = "; ".join(b.describe() for b in facts.kernels.blocks)
-            problems.append(f"amdgpu is kept from loading by {where}: remove it, then update-initramfs -u and reboot "
-                            "(AMD's install FAQ)")
+            problems.append(
+                f"amdgpu is kept from loading by {where}: remove it, then update-initramfs -u and reboot "
+                "(AMD's install FAQ)"
+            )
         gpu_text = f"{len(amd)} AMD GPU(s): " + ", ".join(f"{d.slot} {d.device}" for d in amd)
 
     by_mount: dict[str, list] = {}
@@ -187,13 +204,17 @@ def check(facts: PreflightInput) -> PreflightVerdict:
         holds = " and ".join(f"{n.what} ({n.path})" for n in needs)
         disk_texts.append(f"{free_gb:.0f} GB free on {mount_point}")
         if space.available_bytes < wanted_gb * GB:
-            problems.append(f"only {free_gb:.1f} GB free on {mount_point}, which will hold {holds}; {wanted_gb} GB "
-                            f"needed: free space there, or lower min_free_disk_gb")
+            problems.append(
+                f"only {free_gb:.1f} GB free on {mount_point}, which will hold {holds}; {wanted_gb} GB "
+                f"needed: free space there, or lower min_free_disk_gb"
+            )
 
     missing = [user for user in facts.required_users if user not in facts.existing_users]
     if missing:
-        problems.append(f"user(s) {', '.join(missing)} do not exist (workstation_users / venv_owner): create them, "
-                        "or fix the inventory")
+        problems.append(
+            f"user(s) {', '.join(missing)} do not exist (workstation_users / venv_owner): create them, "
+            "or fix the inventory"
+        )
 
     summary = f"{facts.os_release.label}; {gpu_text}; {', '.join(disk_texts) or 'disk not checked'}"
     return PreflightVerdict(problems=tuple(problems), summary=summary, warnings=tuple(_warnings(facts)))
@@ -206,8 +227,10 @@ def reboot_warning(kernels: HostKernels) -> str | None:
     nxt = kernels.next_boot
     if kernels.has_amdgpu(nxt):
         return f"reboot pending: the next boot runs {nxt} (amdgpu.ko present; {kernels.running} runs now)"
-    return (f"reboot pending: the next boot runs {nxt}, which has no amdgpu.ko — the GPU is gone after that reboot: "
-            f"apt-get install linux-modules-extra-{nxt} first (the ROCm stage does where apt has it)")
+    return (
+        f"reboot pending: the next boot runs {nxt}, which has no amdgpu.ko — the GPU is gone after that reboot: "
+        f"apt-get install linux-modules-extra-{nxt} first (the ROCm stage does where apt has it)"
+    )
 
 
 def _warnings(facts: PreflightInput) -> list[str]:

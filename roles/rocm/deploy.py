@@ -3,7 +3,6 @@ owner into the GPU groups (also when ROCm is managed elsewhere: they still need 
 
 from __future__ import annotations
 
-from pyinfra import host
 from pyinfra.operations import files
 
 from roles import pins, run_reads
@@ -21,8 +20,14 @@ def reads(settings: HostSettings) -> list[run_reads.Ask]:
     if settings.rocm_install == "skip":
         return []
     ask = run_reads.Ask.of
-    return [ask(OsReleaseFile), ask(InstalledRocm), ask(PackageVersions, packages=[operations.INSTALLER_PACKAGE]),
-            ask(RocmAptLists), ask(AptPreferences), ask(KernelDriver)]
+    return [
+        ask(OsReleaseFile),
+        ask(InstalledRocm),
+        ask(PackageVersions, packages=[operations.INSTALLER_PACKAGE]),
+        ask(RocmAptLists),
+        ask(AptPreferences),
+        ask(KernelDriver),
+    ]
 
 
 def gpu_access_reads(settings: HostSettings) -> list[run_reads.Ask]:
@@ -52,8 +57,13 @@ def rocm(settings: HostSettings) -> None:
     deb_path = f"{pins.INSTALLER_CACHE_DIR}/{installer_file_name(release, build)}"
     if operations.installed_installer_version() != version:
         # Root's own, 755: the download is staged in it (below), so no other account may add or swap files there.
-        files.directory(name=f"Directory {pins.INSTALLER_CACHE_DIR}", path=pins.INSTALLER_CACHE_DIR,
-                        user="root", group="root", mode="755")
+        files.directory(
+            name=f"Directory {pins.INSTALLER_CACHE_DIR}",
+            path=pins.INSTALLER_CACHE_DIR,
+            user="root",
+            group="root",
+            mode="755",
+        )
         files.download(
             name=f"Download {installer_file_name(release, build)}",
             src=installer_url(settings.repo_radeon_base_url, release, build, codename),
@@ -65,28 +75,40 @@ def rocm(settings: HostSettings) -> None:
             temp_dir=pins.INSTALLER_CACHE_DIR,
         )
     operations.installer_package(
-        name=f"Install amdgpu-install {version}", deb_path=deb_path, version=version,
+        name=f"Install amdgpu-install {version}",
+        deb_path=deb_path,
+        version=version,
         lock_timeout=settings.dpkg_lock_timeout,
     )
     operations.amdgpu_repositories(
-        name="Check AMD's apt lists", base_url=settings.repo_radeon_base_url, release=release,
-        driver_release=settings.amdgpu_driver_release, codename=codename, installer_version=version,
+        name="Check AMD's apt lists",
+        base_url=settings.repo_radeon_base_url,
+        release=release,
+        driver_release=settings.amdgpu_driver_release,
+        codename=codename,
+        installer_version=version,
         lock_timeout=settings.dpkg_lock_timeout,
     )
     release_data = rocm_release(release)
     operations.amd_pin(
         name=f"AMD's apt pin (o={release_data.apt.origin}, {release_data.apt.pin_priority})",
-        origin=release_data.apt.origin, priority=release_data.apt.pin_priority, path=release_data.apt.pin_files[0],
+        origin=release_data.apt.origin,
+        priority=release_data.apt.pin_priority,
+        path=release_data.apt.pin_files[0],
         installer_version=version,
     )
     operations.rocm_stack(
         name=f"amdgpu-install --usecase={pins.AMDGPU_INSTALL_USECASE} --no-dkms (ROCm {release})",
-        release=release, build=build, usecase=pins.AMDGPU_INSTALL_USECASE, side_by_side=plan.side_by_side,
+        release=release,
+        build=build,
+        usecase=pins.AMDGPU_INSTALL_USECASE,
+        side_by_side=plan.side_by_side,
         lock_timeout=settings.dpkg_lock_timeout,
     )
     operations.opt_rocm_points_at(name=f"/opt/rocm -> /opt/rocm-{release}", release=release)
-    operations.kernel_driver_packages(name="Kernel packages for the in-box amdgpu driver",
-                                      lock_timeout=settings.dpkg_lock_timeout)
+    operations.kernel_driver_packages(
+        name="Kernel packages for the in-box amdgpu driver", lock_timeout=settings.dpkg_lock_timeout
+    )
 
 
 @stage("GPU access", reads=gpu_access_reads)
@@ -97,5 +119,6 @@ def gpu_access(settings: HostSettings) -> None:
     who = "workstation_users" if owner == "root" or owner in users else "workstation_users and venv_owner"
     operations.gpu_groups(name=f"{who} in render and video", users=users, venv_owner=owner)
     if settings.new_users_gpu_groups:
-        operations.new_user_groups(name="New accounts join render and video (/etc/adduser.conf)",
-                                   groups=list(GPU_GROUPS))
+        operations.new_user_groups(
+            name="New accounts join render and video (/etc/adduser.conf)", groups=list(GPU_GROUPS)
+        )

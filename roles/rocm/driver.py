@@ -27,6 +27,7 @@ _ASSIGNMENT = re.compile(r"^\s*(ADD_EXTRA_GROUPS|EXTRA_GROUPS)\s*=\s*(.*?)\s*$")
 
 # --- the pin -----------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PinState:
     amd_pin: str | None  # the file that pins AMD's origin above 500, None when none does
@@ -56,11 +57,14 @@ def parse_preference_files(lines: list[str], origin: str) -> PinState:
 def write_pin_command(path: str, origin: str, priority: int) -> str:
     """Write AMD's pin text to `path` in one step (apt never reads half of it)."""
     partial = f"{path}.rocm-fleet-new"
-    return (f"printf %s {shlex.quote(pin_text(origin, priority))} > {shlex.quote(partial)} && "
-            f"chmod 644 {shlex.quote(partial)} && mv -f {shlex.quote(partial)} {shlex.quote(path)}")
+    return (
+        f"printf %s {shlex.quote(pin_text(origin, priority))} > {shlex.quote(partial)} && "
+        f"chmod 644 {shlex.quote(partial)} && mv -f {shlex.quote(partial)} {shlex.quote(path)}"
+    )
 
 
 # --- /etc/adduser.conf -------------------------------------------------------------------------------------------------
+
 
 def adduser_conf_update(text: str, groups: tuple[str, ...]) -> str | None:
     """`text` with ADD_EXTRA_GROUPS=1 and `groups` in EXTRA_GROUPS, or None when it already says so. Active lines are
@@ -90,5 +94,7 @@ def adduser_conf_update(text: str, groups: tuple[str, ...]) -> str | None:
 
 def write_file_command(path: str, text: str, mode: str = "644") -> str:
     partial = f"{path}.rocm-fleet-new"
-    return (f"printf %s {shlex.quote(text)} > {shlex.quote(partial)} && chmod {mode} {shlex.quote(partial)} && "
-            f"mv -f {shlex.quote(partial)} {shlex.quote(path)}")
+    return (
+        f"printf %s {shlex.quote(text)} > {shlex.quote(partial)} && chmod {mode} {shlex.quote(partial)} && "
+        f"mv -f {shlex.quote(partial)} {shlex.quote(path)}"
+    )

@@ -15,8 +15,7 @@ class RocmAptLists(FactBase):
     default = dict
 
     def command(self) -> str:
-        return (f"for f in {ROCM_LIST} {AMDGPU_LIST}; do if [ -f \"$f\" ]; then echo \"==> $f\"; cat \"$f\"; fi; "
-                "done")
+        return f'for f in {ROCM_LIST} {AMDGPU_LIST}; do if [ -f "$f" ]; then echo "==> $f"; cat "$f"; fi; done'
 
     def process(self, output) -> dict[str, str]:
         return parse_list_files(output)
@@ -29,8 +28,8 @@ class GroupAccounts(FactBase):
         group_names = " ".join(shlex.quote(g) for g in groups)
         user_names = " ".join(shlex.quote(u) for u in users)
         return (
-            f"for g in {group_names}; do getent group \"$g\" >/dev/null && echo \"group $g\"; done; "
-            f"for u in {user_names}; do echo \"user $u: $(id -nG \"$u\" 2>/dev/null || echo '?')\"; done; true"
+            f'for g in {group_names}; do getent group "$g" >/dev/null && echo "group $g"; done; '
+            f'for u in {user_names}; do echo "user $u: $(id -nG "$u" 2>/dev/null || echo \'?\')"; done; true'
         )
 
     def process(self, output) -> Accounts:
@@ -46,9 +45,11 @@ class AptPreferences(FactBase):
     .pref), each after a `==> PATH` line; processed into whether one pins AMD's origin (roles/rocm/driver.py)."""
 
     def command(self) -> str:
-        return ("for f in /etc/apt/preferences /etc/apt/preferences.d/*; do [ -f \"$f\" ] || continue; "
-                "case \"${f##*/}\" in *.pref|preferences) ;; *.*) continue ;; esac; "
-                "echo \"==> $f\"; cat \"$f\"; echo; done")
+        return (
+            'for f in /etc/apt/preferences /etc/apt/preferences.d/*; do [ -f "$f" ] || continue; '
+            'case "${f##*/}" in *.pref|preferences) ;; *.*) continue ;; esac; '
+            'echo "==> $f"; cat "$f"; echo; done'
+        )
 
     def process(self, output) -> list[str]:
         return list(output)

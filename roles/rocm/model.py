@@ -26,11 +26,14 @@ def installer_file_name(release: str, build: str) -> str:
 
 
 def installer_url(base_url: str, release: str, build: str, codename: str) -> str:
-    return (f"{base_url.rstrip('/')}/amdgpu-install/{release_folder(release)}/ubuntu/{codename}/"
-            f"{installer_file_name(release, build)}")
+    return (
+        f"{base_url.rstrip('/')}/amdgpu-install/{release_folder(release)}/ubuntu/{codename}/"
+        f"{installer_file_name(release, build)}"
+    )
 
 
 # --- what to do ------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RocmPlan:
@@ -41,21 +44,29 @@ class RocmPlan:
 
 def plan_rocm(installation: RocmInstallation, release: str, build: str, other_release_policy: str) -> RocmPlan:
     if installation.is_complete(release, build):
-        return RocmPlan("none", False, f"ROCm {release} is installed (/opt/rocm-{release}, rocm-core {release}.{build})")
+        return RocmPlan(
+            "none", False, f"ROCm {release} is installed (/opt/rocm-{release}, rocm-core {release}.{build})"
+        )
     others = [r for r in installation.releases() if r != release]
     if not others:
         return RocmPlan("install", False, f"ROCm {release} is not installed")
     listed = ", ".join(f"{r} (/opt/rocm-{r})" for r in others)
     if other_release_policy == "stop":
-        return RocmPlan("stop", False,
-                        f"another ROCm release is installed: {listed}; rocm_other_release is 'stop': uninstall it "
-                        f"(sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side")
+        return RocmPlan(
+            "stop",
+            False,
+            f"another ROCm release is installed: {listed}; rocm_other_release is 'stop': uninstall it "
+            f"(sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side",
+        )
     single = installation.single_version_release()
     if single and single != release:
-        return RocmPlan("stop", False,
-                        f"ROCm {single} is a single-version install (package rocm-core), and AMD does not support "
-                        f"multi-version packages beside it: uninstall it first (sudo amdgpu-install --uninstall), "
-                        f"then deploy again")
+        return RocmPlan(
+            "stop",
+            False,
+            f"ROCm {single} is a single-version install (package rocm-core), and AMD does not support "
+            f"multi-version packages beside it: uninstall it first (sudo amdgpu-install --uninstall), "
+            f"then deploy again",
+        )
     return RocmPlan("install", True, f"installing ROCm {release} beside {listed} (rocm_other_release: side-by-side)")
 
 
@@ -94,8 +105,11 @@ def _apt_true(value: str) -> bool:
 
 def insecure_options(options: str) -> list[str]:
     """The words of `[options]` that switch apt's signature check off (e.g. ["trusted=yes"])."""
-    return [word for word in _option_words(options)
-            if word.partition("=")[0] in INSECURE_OPTIONS and _apt_true(word.partition("=")[2])]
+    return [
+        word
+        for word in _option_words(options)
+        if word.partition("=")[0] in INSECURE_OPTIONS and _apt_true(word.partition("=")[2])
+    ]
 
 
 def secure_options(options: str) -> str:
@@ -118,12 +132,13 @@ def parse_list_entries(text: str) -> tuple[AptEntry, ...]:
             end = rest.find("]")
             if end < 0:
                 continue
-            options, rest = rest[: end + 1], rest[end + 1:].strip()
+            options, rest = rest[: end + 1], rest[end + 1 :].strip()
         words = rest.split()
         if len(words) < 2:
             continue
-        entries.append(AptEntry(options=options, url=words[0].rstrip("/"), suite=words[1],
-                                components=" ".join(words[2:])))
+        entries.append(
+            AptEntry(options=options, url=words[0].rstrip("/"), suite=words[1], components=" ".join(words[2:]))
+        )
     return tuple(entries)
 
 
@@ -132,8 +147,7 @@ def wanted_repositories(base_url: str, release: str, driver_release: str, codena
     graphics, amdgpu.list the kernel-driver repository (numbered 30.30.x)."""
     base = base_url.rstrip("/")
     return {
-        ROCM_LIST: (f"{base}/rocm/apt/{release_folder(release)}",
-                    f"{base}/graphics/{release_folder(release)}/ubuntu"),
+        ROCM_LIST: (f"{base}/rocm/apt/{release_folder(release)}", f"{base}/graphics/{release_folder(release)}/ubuntu"),
         AMDGPU_LIST: (f"{base}/amdgpu/{release_folder(driver_release)}/ubuntu",),
     }
 
@@ -148,8 +162,9 @@ class RepositoryCheck:
         return not self.problems
 
 
-def check_repositories(current: dict[str, str], base_url: str, release: str, driver_release: str,
-                       codename: str) -> RepositoryCheck:
+def check_repositories(
+    current: dict[str, str], base_url: str, release: str, driver_release: str, codename: str
+) -> RepositoryCheck:
     """Compare the list files (path -> text; absent files missing) with what this release needs for this codename.
 
     A file is rewritten whole when its entries are not exactly the wanted ones: AMD's 7.2.1 quick start had users fix
@@ -172,14 +187,23 @@ def check_repositories(current: dict[str, str], base_url: str, release: str, dri
         else:
             wrong = [f"{u} {s}" for u, s in have if (u, s) not in want]
             lacking = [f"{u} {s}" for u, s in want if (u, s) not in have]
-            detail = "; ".join(part for part in (
-                f"unexpected {', '.join(wrong)}" if wrong else "",
-                f"lacks {', '.join(lacking)}" if lacking else "",
-                f"{' '.join(unchecked)} switches off apt's signature check" if unchecked else "",
-            ) if part) or "entries without the main component"
+            detail = (
+                "; ".join(
+                    part
+                    for part in (
+                        f"unexpected {', '.join(wrong)}" if wrong else "",
+                        f"lacks {', '.join(lacking)}" if lacking else "",
+                        f"{' '.join(unchecked)} switches off apt's signature check" if unchecked else "",
+                    )
+                    if part
+                )
+                or "entries without the main component"
+            )
             problems.append(f"{path}: {detail}")
         options = secure_options(entries[0].options if entries and entries[0].options else any_options)
-        lines = [f"# Written by rocm-fleet for ROCm {release} on {codename} (the list amdgpu-install wrote did not match)."]
+        lines = [
+            f"# Written by rocm-fleet for ROCm {release} on {codename} (the list amdgpu-install wrote did not match)."
+        ]
         lines += [AptEntry(options, url, codename, "main").line() for url in urls]
         rewrites[path] = "\n".join(lines) + "\n"
     return RepositoryCheck(problems=tuple(problems), rewrites=rewrites)

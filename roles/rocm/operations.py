@@ -11,8 +11,7 @@ from pyinfra.api import operation
 
 from roles import run_reads
 from roles.debian.apt_commands import apt_get, with_dpkg_lock_timeout
-from roles.debian.facts import InstalledRocm, PackageVersions
-from roles.debian.facts import KernelDriver
+from roles.debian.facts import InstalledRocm, KernelDriver, PackageVersions
 from roles.rocm.driver import (
     ADDUSER_CONF,
     adduser_conf_update,
@@ -46,8 +45,9 @@ def installer_package(deb_path: str, version: str, lock_timeout: int):
 
 
 @operation()
-def amdgpu_repositories(base_url: str, release: str, driver_release: str, codename: str, installer_version: str,
-                        lock_timeout: int):
+def amdgpu_repositories(
+    base_url: str, release: str, driver_release: str, codename: str, installer_version: str, lock_timeout: int
+):
     """The apt lists amdgpu-install wrote point at rocm/apt/RELEASE, graphics/RELEASE/ubuntu and
     amdgpu/DRIVER/ubuntu for `codename` — rewritten (then `apt-get update`) when they do not."""
     current = run_reads.ask(RocmAptLists)
@@ -57,16 +57,19 @@ def amdgpu_repositories(base_url: str, release: str, driver_release: str, codena
         return
     check = check_repositories(current, base_url, release, driver_release, codename)
     if check.ok:
-        urls = [url for urls in wanted_repositories(base_url, release, driver_release, codename).values()
-                for url in urls]
+        urls = [
+            url for urls in wanted_repositories(base_url, release, driver_release, codename).values() for url in urls
+        ]
         host.noop(f"apt lists point at {', '.join(urls)} for {codename}")
         return
     yield tell_command("fixing AMD's apt lists: " + "; ".join(check.problems))
     for path, text in sorted(check.rewrites.items()):
         # Written under a private, unpredictable name (two runs at once never share it) in /etc/apt — not in
         # sources.list.d, whose every file apt reads, or warns about — and moved into place: apt never reads half.
-        yield (f"partial=$(mktemp {LIST_PARTIAL_PREFIX}XXXXXXXX) && printf %s {shlex.quote(text)} > \"$partial\" && "
-               f"chmod 644 \"$partial\" && mv \"$partial\" {shlex.quote(path)}")
+        yield (
+            f'partial=$(mktemp {LIST_PARTIAL_PREFIX}XXXXXXXX) && printf %s {shlex.quote(text)} > "$partial" && '
+            f'chmod 644 "$partial" && mv "$partial" {shlex.quote(path)}'
+        )
     yield apt_get("update", lock_timeout)
 
 
@@ -82,8 +85,10 @@ def rocm_stack(release: str, build: str, usecase: str, side_by_side: bool, lock_
     yield apt_get("update", lock_timeout)
     yield with_dpkg_lock_timeout(f"amdgpu-install {flags}", lock_timeout)
     tree = f"/opt/rocm-{release}"
-    yield (f"test -d {tree} || {{ echo 'amdgpu-install ended without creating {tree}: read its output above' >&2; "
-           "exit 1; }")
+    yield (
+        f"test -d {tree} || {{ echo 'amdgpu-install ended without creating {tree}: read its output above' >&2; "
+        "exit 1; }"
+    )
 
 
 @operation()
@@ -129,8 +134,11 @@ def gpu_groups(users: list[str], venv_owner: str | None = None):
         groups = accounts.memberships.get(user)
         if groups is None:
             changes = True
-            fix = ("remove it from workstation_users" if setting[user] == "workstation_users"
-                   else "set venv_owner to an existing account")
+            fix = (
+                "remove it from workstation_users"
+                if setting[user] == "workstation_users"
+                else "set venv_owner to an existing account"
+            )
             yield fail_command(f"user {user} does not exist ({setting[user]}): create the account, or {fix}")
             continue
         missing = [group for group in GPU_GROUPS if group not in groups]
@@ -154,8 +162,10 @@ def amd_pin(origin: str, priority: int, path: str, installer_version: str):
     if state.present:
         host.noop(f"AMD's apt pin is in place ({state.amd_pin}: o={origin} above 500)")
         return
-    yield tell_command(f"AMD's apt pin is missing (no preferences file pins o={origin} above 500): writing {path} "
-                       "again, or an upgrade would replace AMD's packages with the distribution's")
+    yield tell_command(
+        f"AMD's apt pin is missing (no preferences file pins o={origin} above 500): writing {path} "
+        "again, or an upgrade would replace AMD's packages with the distribution's"
+    )
     yield write_pin_command(path, origin, priority)
 
 
@@ -171,8 +181,9 @@ def kernel_driver_packages(lock_timeout: int):
         nxt = f", next boot {kernels.next_boot}" if kernels.next_boot and kernels.next_boot != kernels.running else ""
         host.noop(f"kernel packages for amdgpu in place (running {kernels.running}{nxt}); {statement}")
         return
-    yield tell_command(f"installing {', '.join(wanted)} (AMD's prerequisites for the in-box amdgpu driver); "
-                       f"{statement}")
+    yield tell_command(
+        f"installing {', '.join(wanted)} (AMD's prerequisites for the in-box amdgpu driver); {statement}"
+    )
     yield apt_get("install " + " ".join(shlex.quote(name) for name in wanted), lock_timeout)
 
 

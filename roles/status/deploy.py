@@ -22,10 +22,14 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 @stage("Status")
 def status(settings: HostSettings) -> None:
     summary = fleet_summary(state, reports_dir_for(settings), status=True)
-    outcome = outcome_of(host.name, host.get_fact(KeptResults), settings.torch_label,
-                         request=expected_request(settings))
+    outcome = outcome_of(
+        host.name, host.get_fact(KeptResults), settings.torch_label, request=expected_request(settings)
+    )
     summary.record(outcome)
     row = summary.row_of(outcome)
     as_of = f" (as of {row.as_of})" if outcome.as_of else ""
-    host.log_styled(f"status {row.verdict}{as_of}: {row.reason}", fg=_COLOURS.get(row.verdict, "white"),
-                    log_func=logger.warning if row.verdict not in ("PASS", "WARN") else logger.info)
+    host.log_styled(
+        f"status {row.verdict}{as_of}: {row.reason}",
+        fg=_COLOURS.get(row.verdict, "white"),
+        log_func=logger.warning if row.verdict not in ("PASS", "WARN") else logger.info,
+    )

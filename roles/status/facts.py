@@ -23,14 +23,18 @@ from pyinfra.api import FactBase
 
 from verify.api import KEPT_READER_SOURCES
 
-_PACKED = tuple((name, base64.b64encode(zlib.compress(source.encode("utf-8"), 9)).decode("ascii"))
-                for name, source in KEPT_READER_SOURCES)
+_PACKED = tuple(
+    (name, base64.b64encode(zlib.compress(source.encode("utf-8"), 9)).decode("ascii"))
+    for name, source in KEPT_READER_SOURCES
+)
 # Each source becomes the module of its name (kept_files' `from verify.safe_read import …` finds it in sys.modules).
-PROGRAM = ("import binascii,sys,types,zlib\n"
-           f"for n,p in {_PACKED!r}:\n"
-           " m=types.ModuleType(n);sys.modules[n]=m;exec(compile(zlib.decompress(binascii.a2b_base64(p)),n,'exec'),"
-           "m.__dict__)\n"
-           "sys.exit(m.main([]))")
+PROGRAM = (
+    "import binascii,sys,types,zlib\n"
+    f"for n,p in {_PACKED!r}:\n"
+    " m=types.ModuleType(n);sys.modules[n]=m;exec(compile(zlib.decompress(binascii.a2b_base64(p)),n,'exec'),"
+    "m.__dict__)\n"
+    "sys.exit(m.main([]))"
+)
 MAX_ERROR = 300
 
 

@@ -23,7 +23,7 @@ NO_REPORT = "no verification report kept on the host — run pyinfra INVENTORY t
 
 
 def age(seconds: float) -> str:
-    """"40 s ago", "5 min ago", "3 h ago", "2 d ago"; "in the future" for a clock ahead of the host's."""
+    """ "40 s ago", "5 min ago", "3 h ago", "2 d ago"; "in the future" for a clock ahead of the host's."""
     if seconds < -60:
         return "in the future (clock skew?)"
     seconds = max(seconds, 0)
@@ -39,17 +39,21 @@ def _when(result: KeptResult, now: float) -> str:
 
 
 def _label(result: KeptResult) -> str:
-    """"boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic)": which boot a boot check's was."""
+    """ "boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic)": which boot a boot check's was."""
     boot = result.boot
     if boot is None:
         return result.label
-    after = (f" (after the reboot from {boot.previous_kernel})"
-             if boot.previous_kernel and boot.previous_kernel != boot.kernel else "")
+    after = (
+        f" (after the reboot from {boot.previous_kernel})"
+        if boot.previous_kernel and boot.previous_kernel != boot.kernel
+        else ""
+    )
     return f"{result.label} in {boot.kernel}{after}"
 
 
-def _proven(results: dict[str, KeptResult], unusable: list[Unusable], hostname: str | None,
-            request: dict | None) -> dict[str, KeptResult]:
+def _proven(
+    results: dict[str, KeptResult], unusable: list[Unusable], hostname: str | None, request: dict | None
+) -> dict[str, KeptResult]:
     """The results whose report proves what it says; the others join `unusable`, with the rule's own line."""
     proven = {}
     for source, result in results.items():
@@ -61,14 +65,19 @@ def _proven(results: dict[str, KeptResult], unusable: list[Unusable], hostname: 
     return proven
 
 
-def outcome_of(host_name: str, answer: Any, torch_label: str | None = None, now: float | None = None,
-               request: dict | None = None) -> HostOutcome:
+def outcome_of(
+    host_name: str, answer: Any, torch_label: str | None = None, now: float | None = None, request: dict | None = None
+) -> HostOutcome:
     """The host's outcome from its KeptResults fact (`answer`); `now` only when the host did not say its time;
     `request`: what the verification stage asks of this host (its report must answer that)."""
     if not isinstance(answer, dict) or "files" not in answer:
         why = answer.get("error") if isinstance(answer, dict) else None
-        return HostOutcome(host_name, NOT_VERIFIED, torch_label=torch_label,
-                           detail=f"could not read what the host keeps: {why or 'no answer'}")
+        return HostOutcome(
+            host_name,
+            NOT_VERIFIED,
+            torch_label=torch_label,
+            detail=f"could not read what the host keeps: {why or 'no answer'}",
+        )
     results, unusable, host_now = kept_results(answer)
     hostname = answer.get("hostname") if isinstance(answer.get("hostname"), str) else None
     results = _proven(results, unusable, hostname, request)
@@ -83,15 +92,21 @@ def outcome_of(host_name: str, answer: Any, torch_label: str | None = None, now:
     for source, label in KEPT_LABELS.items():
         if source in results:
             result = results[source]
-            use = ("shown" if result is newest else "can only make it worse" if result in later
-                   else "older than what is shown: not counted")
+            use = (
+                "shown"
+                if result is newest
+                else "can only make it worse"
+                if result in later
+                else "older than what is shown: not counted"
+            )
             sources.append(f"{_label(result)}: {result.report.verdict.upper()} as of {_when(result, now)} — {use}")
         elif any(item.source == source for item in unusable):
             sources.append(f"{label}: cannot be used")
         else:
             sources.append(f"{label}: none kept")
     return HostOutcome(
-        host_name, VERIFIED if newest is not None else NOT_VERIFIED,
+        host_name,
+        VERIFIED if newest is not None else NOT_VERIFIED,
         report=newest.report if newest is not None else None,
         detail=None if newest is not None else NO_REPORT,
         torch_label=torch_label,

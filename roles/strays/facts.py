@@ -37,5 +37,7 @@ class DistroRocmStrays(FactBase):
             data = json.loads("\n".join(output))
             return data if data in (None, STALE) else StraysReport.from_json(data)
         except (ValueError, KeyError, TypeError) as error:
-            raise FactProcessError(f"the verifier's strays report is not usable ({error}): is {REMOTE_VERIFIER} "
-                                   "from another version of this project?") from error
+            raise FactProcessError(
+                f"the verifier's strays report is not usable ({error}): is {REMOTE_VERIFIER} "
+                "from another version of this project?"
+            ) from error

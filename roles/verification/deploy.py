@@ -33,8 +33,10 @@ def remote_command(settings: HostSettings) -> str:
     """The host's own name first (the report must carry it), then the report; the verifier's exit status goes to
     stdout as the last line, so this step succeeds and the judging happens on the controller with the report in hand
     (a failed check is a verdict to report, not a broken command)."""
-    return (f"echo {shlex.quote(HOST_MARKER)}\"$(uname -n)\"; {verifier_command(*check_arguments(settings))}; "
-            f"echo {shlex.quote(EXIT_MARKER)}$?")
+    return (
+        f'echo {shlex.quote(HOST_MARKER)}"$(uname -n)"; {verifier_command(*check_arguments(settings))}; '
+        f"echo {shlex.quote(EXIT_MARKER)}$?"
+    )
 
 
 def _collect(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
@@ -56,8 +58,11 @@ def _collect(state, host, run, reports_dir: str, torch_label: str | None, reques
         host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
         return False
     verdict = outcome.report.verdict
-    host.log_styled(f"verification {verdict}: {outcome.report.reason} (report: {saved})",
-                    fg="green" if verdict == "pass" else "yellow", log_func=logger.info)
+    host.log_styled(
+        f"verification {verdict}: {outcome.report.reason} (report: {saved})",
+        fg="green" if verdict == "pass" else "yellow",
+        log_func=logger.info,
+    )
     return True
 
 

@@ -44,8 +44,14 @@ STATUS_HTML = "status.html"
 
 
 class FleetSummary(BaseStateCallback):
-    def __init__(self, reports_dir: Path, title: str = "rocm-fleet verification",
-                 files: tuple[str, str] = (SUMMARY_MARKDOWN, SUMMARY_HTML), *, status: bool = False):
+    def __init__(
+        self,
+        reports_dir: Path,
+        title: str = "rocm-fleet verification",
+        files: tuple[str, str] = (SUMMARY_MARKDOWN, SUMMARY_HTML),
+        *,
+        status: bool = False,
+    ):
         self.reports_dir = reports_dir
         self.title = title
         self.files = files
@@ -63,11 +69,11 @@ class FleetSummary(BaseStateCallback):
         return cls(reports_dir, "rocm-fleet status", (STATUS_MARKDOWN, STATUS_HTML), status=True)
 
     # --- what the deploys tell us ------------------------------------------------------------------------------
-    def record_report(self, host_name: str, report: Report, torch_label: str | None,
-                      drift: tuple[str, ...] = ()) -> None:
+    def record_report(
+        self, host_name: str, report: Report, torch_label: str | None, drift: tuple[str, ...] = ()
+    ) -> None:
         self.labels[host_name] = torch_label
-        self.recorded[host_name] = HostOutcome(host_name, VERIFIED, report, torch_label=torch_label,
-                                               drift=tuple(drift))
+        self.recorded[host_name] = HostOutcome(host_name, VERIFIED, report, torch_label=torch_label, drift=tuple(drift))
 
     def record_no_report(self, host_name: str, why: str, torch_label: str | None) -> None:
         self.labels[host_name] = torch_label
@@ -116,8 +122,9 @@ class FleetSummary(BaseStateCallback):
             elif name not in activated:
                 outcomes.append(HostOutcome(name, UNREACHABLE, detail="could not connect", torch_label=label))
             else:
-                why = self.failed_at.get(name) or ("nothing was read from this host" if self.status
-                                                   else "verification did not run on this host")
+                why = self.failed_at.get(name) or (
+                    "nothing was read from this host" if self.status else "verification did not run on this host"
+                )
                 outcomes.append(HostOutcome(name, NOT_VERIFIED, detail=why, torch_label=label))
         return outcomes
 
@@ -136,9 +143,11 @@ class FleetSummary(BaseStateCallback):
         page.write_text(html_of(rows, title=self.title, generated_at=stamp), encoding="utf-8")
         counts = fleet_counts(rows)
         log.info(
-            "%s: %s — %s and %s", "fleet status" if self.status else "fleet summary",
+            "%s: %s — %s and %s",
+            "fleet status" if self.status else "fleet summary",
             ", ".join(f"{n} {k.lower()}" for k, n in sorted(counts.items())) or "no hosts",
-            markdown, page,
+            markdown,
+            page,
         )
         self.written = (markdown, page)
         return self.written

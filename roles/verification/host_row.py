@@ -11,14 +11,28 @@ the rows of a fleet and writes the Markdown; summary_html.py the page.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from verify.api import FAIL, PASS, WARN, Report, check_priority
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
-COLUMNS = ("Host", "Verdict", "Check", "OS", "ROCm", "torch", "bitsandbytes", "GPUs (arch)", "Kernel", "Linkage",
-           "Strays", "NF4 error", "4-bit model", "As of")
+COLUMNS = (
+    "Host",
+    "Verdict",
+    "Check",
+    "OS",
+    "ROCm",
+    "torch",
+    "bitsandbytes",
+    "GPUs (arch)",
+    "Kernel",
+    "Linkage",
+    "Strays",
+    "NF4 error",
+    "4-bit model",
+    "As of",
+)
 NONE = "—"
 LABEL_MARK = "†"
 
@@ -38,7 +52,7 @@ class Finding:
 
     @property
     def line(self) -> str:
-        """"FAIL linkage.static: …", "DRIFT worse since …", as the verifier and the run's output say them."""
+        """ "FAIL linkage.static: …", "DRIFT worse since …", as the verifier and the run's output say them."""
         return f"{self.status} {self.check}: {self.text}" if self.check else f"{self.status} {self.text}"
 
     @property
@@ -116,8 +130,21 @@ class Row:
     def cells(self) -> tuple[str, ...]:
         """One per COLUMNS entry after "Host"."""
         torch = f"{self.torch} {LABEL_MARK}" if self.torch_label else self.torch
-        return (self.verdict, self.check, self.os, self.rocm, torch, self.bitsandbytes, self.gpus, self.kernel,
-                self.linkage, self.strays, self.nf4, self.model, self.as_of)
+        return (
+            self.verdict,
+            self.check,
+            self.os,
+            self.rocm,
+            torch,
+            self.bitsandbytes,
+            self.gpus,
+            self.kernel,
+            self.linkage,
+            self.strays,
+            self.nf4,
+            self.model,
+            self.as_of,
+        )
 
 
 def _gpus(report: Report) -> str:
@@ -145,8 +172,13 @@ def _nf4(report: Report) -> str:
     runs = report.facts.nf4
     if not runs:
         return "not run"
-    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}"
-                                         f"{'' if run.status == PASS else ' ✗'}", ", ")
+    return _per_device(
+        runs,
+        lambda run: (
+            f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}{'' if run.status == PASS else ' ✗'}"
+        ),
+        ", ",
+    )
 
 
 def _fit(run) -> str:
@@ -163,7 +195,7 @@ def _cosine(run) -> str:
 
 
 def _model(report: Report) -> str:
-    """"cuda:0 0.304, cos 0.975" per device; for a checkpoint whether it fits the GPU ("fits 4-bit, not fp16")."""
+    """ "cuda:0 0.304, cos 0.975" per device; for a checkpoint whether it fits the GPU ("fits 4-bit, not fp16")."""
     if report.request.model == "off":
         return "off"
     runs = report.facts.model
@@ -171,8 +203,14 @@ def _model(report: Report) -> str:
         check = report.check("model")
         return f"{check.status.upper()}: not run" if check else "not run"
     flags = {PASS: "", FAIL: " ✗"}
-    return _per_device(runs, lambda run: f"{run.device or '?'} {_number(run.footprint_ratio, 3) or '—'}, "
-                                         f"{_cosine(run)}{_fit(run)}{flags.get(run.status, ' ⚠')}", "; ")
+    return _per_device(
+        runs,
+        lambda run: (
+            f"{run.device or '?'} {_number(run.footprint_ratio, 3) or '—'}, "
+            f"{_cosine(run)}{_fit(run)}{flags.get(run.status, ' ⚠')}"
+        ),
+        "; ",
+    )
 
 
 def _strays(report: Report) -> str:
@@ -213,8 +251,10 @@ def _boot(report: Report) -> str | None:
     if boot is None:
         return None
     after = f" (after {boot.previous_kernel})" if boot.previous_kernel and boot.previous_kernel != boot.kernel else ""
-    return (f"boot-time check: {boot.verdict.upper()} in {boot.kernel}{after}, {short_time(boot.checked_at)} — "
-            f"{boot.reason}")
+    return (
+        f"boot-time check: {boot.verdict.upper()} in {boot.kernel}{after}, {short_time(boot.checked_at)} — "
+        f"{boot.reason}"
+    )
 
 
 def _linkage(report: Report) -> str:
@@ -226,7 +266,7 @@ def _linkage(report: Report) -> str:
 
 
 def short_time(stamp: str) -> str:
-    """"2026-12-01T17:00:00Z" → "2026-12-01 17:00Z" (the table's width); anything else as it is."""
+    """ "2026-12-01T17:00:00Z" → "2026-12-01 17:00Z" (the table's width); anything else as it is."""
     match = re.fullmatch(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d):\d\dZ", stamp)
     return f"{match.group(1)} {match.group(2)}Z" if match else stamp
 
@@ -238,11 +278,14 @@ def _findings(outcome: HostOutcome) -> tuple[Finding, ...]:
 
     def add(finding: Finding) -> None:
         seen = found.get(finding.key)
-        sources = (seen.sources if seen else ()) + tuple(s for s in finding.sources if not seen or s not in seen.sources)
+        sources = (seen.sources if seen else ()) + tuple(
+            s for s in finding.sources if not seen or s not in seen.sources
+        )
         found[finding.key] = Finding(finding.status, finding.text, finding.check, sources)
 
-    reports = ([(None, outcome.report)] if outcome.report is not None else []) + [(l.label, l.report)
-                                                                                    for l in outcome.later]
+    reports = ([(None, outcome.report)] if outcome.report is not None else []) + [
+        (l.label, l.report) for l in outcome.later
+    ]
     for label, report in reports:
         for check in report.problems:
             add(Finding(check.status.upper(), check.reason, check.id, (label,) if label else ()))
@@ -296,14 +339,19 @@ def row_for(outcome: HostOutcome) -> Row:
     elif lead is not None:
         reason = lead.line
     else:
-        reason = outcome.detail or (shown.reason if shown else "could not connect" if outcome.state == UNREACHABLE
-                                    else "no report")
-    common = dict(lead=lead, findings=findings, sources=outcome.sources, history=outcome.history,
-                  checks=_checks(outcome))
+        reason = outcome.detail or (
+            shown.reason if shown else "could not connect" if outcome.state == UNREACHABLE else "no report"
+        )
+    common = dict(
+        lead=lead, findings=findings, sources=outcome.sources, history=outcome.history, checks=_checks(outcome)
+    )
     if shown is None:
         return Row(outcome.host, verdict, reason, **common)
     return Row(
-        outcome.host, verdict, reason, **common,
+        outcome.host,
+        verdict,
+        reason,
+        **common,
         torch=shown.facts.torch or "not installed",
         torch_label=shown.request.torch_label or outcome.torch_label,
         os=shown.host.os or "?",

@@ -62,8 +62,11 @@ def baseline(reports_dir: Path, host_name: str) -> tuple[Report, str] | None:
     """(report, how to name it) the host's next report is compared with, or None for a host with no report yet."""
     last_pass = _read(last_pass_path(reports_dir, host_name))
     if last_pass is not None and not last_pass.passed:
-        log.warning("%s no longer proves a pass (%s): no drift from it", last_pass_path(reports_dir, host_name),
-                    last_pass.judge().problem or "its verdict is fail")
+        log.warning(
+            "%s no longer proves a pass (%s): no drift from it",
+            last_pass_path(reports_dir, host_name),
+            last_pass.judge().problem or "its verdict is fail",
+        )
         last_pass = None
     if last_pass is not None:
         return last_pass, f"the last passing report ({last_pass.generated_at})"
@@ -83,8 +86,9 @@ def compare_and_keep(reports_dir: Path, host_name: str, report: Report, *, passe
         try:
             drift = compare_reports(found[0], report, baseline_label=found[1])
         except (ReportError, KeyError, TypeError, AttributeError) as error:  # an older verifier's, or hand-edited
-            log.warning("%s: no drift from %s, it is not shaped like a report of this verifier (%r)",
-                        host_name, found[1], error)
+            log.warning(
+                "%s: no drift from %s, it is not shaped like a report of this verifier (%r)", host_name, found[1], error
+            )
     if passed and report.passed:  # the caller's judgement, and never a report the rule fails
         save_report(reports_dir / LAST_PASS_DIR, host_name, report)  # = last_pass_path(), written atomically
     return drift

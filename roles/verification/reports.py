@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verify.api import RERUN_FIX, Report, ReportError, judge_report
 
@@ -98,13 +99,17 @@ def parse_check_output(stdout: str, stderr: str = "", *, request: Mapping[str, A
         return refused("the output does not start with the host's name marker (something else ran, or wrote first)")
     if not exits or not _EXIT_LINE.fullmatch(lines[-1]):
         if not any(lines[1:]):
-            return did_not_run(f"the verifier printed nothing and no exit status came back: "
-                               f"{last_error or 'no output'} — {RERUN_FIX}")
-        return refused("the verifier's output does not end with its exit status (it or the connection died before "
-                       "the end)")
+            return did_not_run(
+                f"the verifier printed nothing and no exit status came back: {last_error or 'no output'} — {RERUN_FIX}"
+            )
+        return refused(
+            "the verifier's output does not end with its exit status (it or the connection died before the end)"
+        )
     if len(marker_lines) != 2:
-        return refused(f"the output has {len(marker_lines)} marker lines, not 2 (one host name, one exit status): "
-                       "something besides the verifier wrote them")
+        return refused(
+            f"the output has {len(marker_lines)} marker lines, not 2 (one host name, one exit status): "
+            "something besides the verifier wrote them"
+        )
     text = "\n".join(lines[1:-1]).strip()
     if not text:
         # 2 is bad usage (e.g. no venv): the verifier's own line on stderr says what to fix.

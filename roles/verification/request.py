@@ -22,14 +22,21 @@ def check_arguments(settings: HostSettings) -> list[str]:
     """`verify check` arguments for this host's settings."""
     arguments = [
         "check",
-        "--venv", settings.venv_path,
-        "--expect-rocm", settings.rocm_release,
-        "--expect-bitsandbytes", settings.bitsandbytes_version,
-        "--device", settings.verify_device,
-        "--probe-user", settings.venv_owner,
+        "--venv",
+        settings.venv_path,
+        "--expect-rocm",
+        settings.rocm_release,
+        "--expect-bitsandbytes",
+        settings.bitsandbytes_version,
+        "--device",
+        settings.verify_device,
+        "--probe-user",
+        settings.venv_owner,
         # Keep the report on the host too (/var/lib/rocm-fleet/last-verify.json): the status task reads it back.
-        "--keep-in", KEPT_STATE_ROOT,
-        "--model", settings.verify_model,
+        "--keep-in",
+        KEPT_STATE_ROOT,
+        "--model",
+        settings.verify_model,
         "--json",
     ]
     if settings.node_exporter_textfile_dir:

@@ -19,8 +19,8 @@ A host passes only on a report that proves it, and later results can only make i
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import hostlist
 
@@ -60,6 +60,7 @@ def fold(names: Iterable[str]) -> str:
 
 # --- the fleet -----------------------------------------------------------------------------------------------------
 
+
 def fleet_counts(rows: Iterable[Row]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for row in rows:
@@ -91,10 +92,14 @@ def groups(rows: Sequence[Row]) -> list[Group]:
                 if finding.key != key:
                     also.setdefault(finding.key, (finding, []))[1].append(row.host)
         ordered = sorted(also.values(), key=lambda item: (item[0].rank, -len(item[1])))
-        found.append(Group(members[0].verdict, text, tuple(members),
-                           tuple((finding, tuple(hosts)) for finding, hosts in ordered)))
-    return sorted(found, key=lambda g: (VERDICT_ORDER.index(g.verdict) if g.verdict in VERDICT_ORDER else 9,
-                                        -len(g.rows), g.text))
+        found.append(
+            Group(
+                members[0].verdict, text, tuple(members), tuple((finding, tuple(hosts)) for finding, hosts in ordered)
+            )
+        )
+    return sorted(
+        found, key=lambda g: (VERDICT_ORDER.index(g.verdict) if g.verdict in VERDICT_ORDER else 9, -len(g.rows), g.text)
+    )
 
 
 def check_counts(rows: Sequence[Row]) -> list[tuple[str, Counter]]:
@@ -116,13 +121,14 @@ def torch_labels(rows: Sequence[Row]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def hosts_phrase(hosts: Sequence[str], of: int | None = None) -> str:
-    """"12 hosts ws[05-16]", "1 host ws3"; "all 12" when `of` says the hosts are the whole group."""
+    """ "12 hosts ws[05-16]", "1 host ws3"; "all 12" when `of` says the hosts are the whole group."""
     if of is not None and len(hosts) == of and of > 1:
         return f"all {of}"
     return f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} {fold(hosts)}"
 
 
 # --- Markdown --------------------------------------------------------------------------------------------------------
+
 
 def _md(text: str) -> str:
     return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
@@ -134,18 +140,32 @@ def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at
 
 def markdown_of(rows: Sequence[Row], *, title: str, generated_at: str) -> str:
     """The Markdown of rows already made (the summary writer makes each host's row once for both files)."""
-    lines = [f"# {title}", "", f"{len(rows)} host(s): {counts_line(rows)} — written {generated_at}", "",
-             "## Findings", ""]
+    lines = [
+        f"# {title}",
+        "",
+        f"{len(rows)} host(s): {counts_line(rows)} — written {generated_at}",
+        "",
+        "## Findings",
+        "",
+    ]
     for group in groups(rows):
         lines.append(f"- **{_md(hosts_phrase(group.hosts))}** — **{group.verdict}** {_md(group.text)}")
-        lines += [f"  - {_md(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}"
-                  for finding, hosts in group.also]
+        lines += [
+            f"  - {_md(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}" for finding, hosts in group.also
+        ]
     counted = check_counts(rows)
     if counted:
-        lines += ["", "## Checks", "", "| Check | " + " | ".join(CHECK_STATUSES) + " |",
-                  "|---|" + "---:|" * len(CHECK_STATUSES)]
-        lines += [f"| {_md(check)} | " + " | ".join(str(counts.get(s, 0) or "") for s in CHECK_STATUSES) + " |"
-                  for check, counts in counted]
+        lines += [
+            "",
+            "## Checks",
+            "",
+            "| Check | " + " | ".join(CHECK_STATUSES) + " |",
+            "|---|" + "---:|" * len(CHECK_STATUSES),
+        ]
+        lines += [
+            f"| {_md(check)} | " + " | ".join(str(counts.get(s, 0) or "") for s in CHECK_STATUSES) + " |"
+            for check, counts in counted
+        ]
     lines += ["", "## Hosts", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
         verdict, *rest = row.cells

@@ -16,8 +16,8 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 log = logging.getLogger("pyinfra.rocm_fleet.verdict_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 

@@ -19,14 +19,19 @@ import pytest
 from tests.support.fleet_checks import leftovers
 from tests.support.signals import block_interrupts
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bin/demo brings up a local fleet")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: bin/demo brings up a local fleet"),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = str(REPO / "bin" / "demo")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-NOT_ROOT = ("bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
-            "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`\n")
+NOT_ROOT = (
+    "bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
+    "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`\n"
+)
 DEPLOYING = re.compile(r"^== Deploying: \S+/pyinfra (\S+/fleets/[^/]+)/inventory\.py deploy\.py -y ==$")
 
 
@@ -72,8 +77,14 @@ def test_the_demo_refuses_to_run_unless_root_in_one_line():
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
 def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signal_blocked(how, tmp_path):
     with open(tmp_path / "stderr", "w") as stderr_file:
-        process = subprocess.Popen([DEMO, "--reports-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=stderr_file,
-                                   text=True, start_new_session=True, preexec_fn=block_interrupts)
+        process = subprocess.Popen(
+            [DEMO, "--reports-dir", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+            start_new_session=True,
+            preexec_fn=block_interrupts,
+        )
     directory = None
     try:
         seen = []
@@ -99,5 +110,6 @@ def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signa
             process.kill()
             process.wait()
         if directory is not None and directory.exists():  # killed, or it ignored the signal: no fleet may outlive it
-            subprocess.run([str(REPO / ".venv/bin/python"), "-m", "localfleet", "down", "--name", directory.name],
-                           cwd=REPO)
+            subprocess.run(
+                [str(REPO / ".venv/bin/python"), "-m", "localfleet", "down", "--name", directory.name], cwd=REPO
+            )

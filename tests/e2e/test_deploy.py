@@ -20,8 +20,11 @@ from tests.support.standin_rocm_tree import MARKER
 from tests.support.verify_runs import check_by_id
 from verify.ld.lddview import parse_ldd_output
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 BNB_ROCM72 = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
 VERIFIER = "/var/lib/rocm-fleet/verify.pyz"
@@ -118,16 +121,20 @@ def test_a_host_without_system_rocm_fails_because_libhipblas_is_not_found(deploy
     assert loader_answers(deployed.host(PLAIN), BNB_ROCM72)["libhipblas.so.3"] == "not found"
 
     reason = report["reason"]
-    assert reason.startswith("linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via "
-                             "RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib, ld.so.cache, system dirs — install ROCm "
-                             "7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms)"), reason
+    assert reason.startswith(
+        "linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via "
+        "RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib, ld.so.cache, system dirs — install ROCm "
+        "7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms)"
+    ), reason
     assert "\n" not in reason
     # One line, in the summary (its finding, once, with the hosts that share it; its row names the check) and in
     # the run's output.
     assert summary_finding(deployed.first_summary, PLAIN) == f"**FAIL** linkage.static: {linkage['reason']}"
     assert summary_row(deployed.first_summary, PLAIN).startswith(f"| {PLAIN} | **FAIL** | linkage.static +")
-    assert any(line.startswith(f"{PLAIN}: verification failed — {reason} (report: ")
-               for line in host_lines(deployed.first.log, PLAIN))
+    assert any(
+        line.startswith(f"{PLAIN}: verification failed — {reason} (report: ")
+        for line in host_lines(deployed.first.log, PLAIN)
+    )
     # And it is the result bin/demo calls expected (localfleet/demo_verdict.py), as it is on the strays host.
     assert judge_host(PLAIN, report).expected and judge_host(STRAYS, deployed.first_reports[STRAYS]).expected
 
@@ -176,8 +183,9 @@ def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
     # hosts really changed.
     exempt = ALWAYS_RUN + (FOLLOW_THE_VERIFIER if _verifier_digests(deployed) != before else ())
     assert [name for name in run.changed_operations if name not in exempt] == [], run.explain()
-    assert all(sorted(op["no_change"]) == sorted(HOSTS) for name, op in operations.items() if name not in exempt), \
+    assert all(sorted(op["no_change"]) == sorted(HOSTS) for name, op in operations.items() if name not in exempt), (
         run.explain()
+    )
 
     # What each host was asked before the verifier ran (bench/run_probe.py counted it): the stages' facts, read ahead
     # in one command (roles/run_reads.py), and the wheelhouse's hashes, whose file names follow the host's Python —
@@ -186,9 +194,15 @@ def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
         recorded = json.loads(probe.read_text())
         calls = recorded["calls"]
         for name in HOSTS:
-            asked = sorted((call["phase"], call["stage"], call["kind"], call["what"]) for call in calls
-                           if call["host"] == name and call["stage"] != "Verify" for _ in range(call["count"]))
-            assert asked == [("plan", "(top level)", "command", "fact _Batch"),
-                             ("plan", "Venv", "command", "fact _Batch")], (name, asked)
+            asked = sorted(
+                (call["phase"], call["stage"], call["kind"], call["what"])
+                for call in calls
+                if call["host"] == name and call["stage"] != "Verify"
+                for _ in range(call["count"])
+            )
+            assert asked == [
+                ("plan", "(top level)", "command", "fact _Batch"),
+                ("plan", "Venv", "command", "fact _Batch"),
+            ], (name, asked)
             # ... and their commands, which bench/fleet_scale.py's peer "questions alone" runs on their own
             assert len(recorded["batches"][name]) == 2 and all("rocm-fleet-" in c for c in recorded["batches"][name])

@@ -20,8 +20,11 @@ from tests.support.fleet_checks import kernel_stack, rooted_processes
 from tests.support.fleet_deploy import deploy, finished, host_lines, start_deploy, summary_finding, summary_row
 from tests.support.waiting import wait_for
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 LOCKED, OTHERS = PLAIN, (STRAYS, STANDIN)
 VENV_PACKAGE = ("python3-venv", "python3.11-venv")
@@ -68,6 +71,7 @@ def _waiting_apt(host, deploy_run: subprocess.Popen) -> int | None:
     sleeps between its attempts (apt-get sleeps nowhere else). None if the deploy ends without one.
     Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py); and not a number of
     seconds that apt has been running: on a loaded machine it may still be starting after them."""
+
     def waiting_or_ended() -> int | str | None:
         for process in rooted_processes(host.root):
             argv = process.argv
@@ -76,8 +80,9 @@ def _waiting_apt(host, deploy_run: subprocess.Popen) -> int | None:
                     return process.pid
         return "ended" if deploy_run.poll() is not None else None
 
-    found = wait_for(waiting_or_ended, "the deploy's apt to wait for the lock, or the deploy to end", poll_s=0.2,
-                     hang_guard_s=None)  # the deploy ends by itself; pytest-timeout is the hang guard
+    found = wait_for(
+        waiting_or_ended, "the deploy's apt to wait for the lock, or the deploy to end", poll_s=0.2, hang_guard_s=None
+    )  # the deploy ends by itself; pytest-timeout is the hang guard
     return found if isinstance(found, int) else None
 
 
@@ -103,5 +108,6 @@ def test_a_lock_let_go_within_the_timeout_is_waited_for_and_the_deploy_goes_on(d
     lines = host_lines(run.log, LOCKED)
     assert not any(lock_expired_message(240) in line for line in lines)
     # It went on through the remaining stages to verification, which fails it for the usual reason only.
-    assert any(line.startswith(f"{LOCKED}: verification failed — linkage.static: libhipblas.so.3 ")
-               for line in lines), run.log[-4000:]
+    assert any(
+        line.startswith(f"{LOCKED}: verification failed — linkage.static: libhipblas.so.3 ") for line in lines
+    ), run.log[-4000:]

@@ -10,8 +10,11 @@ import pytest
 from tests.e2e.conftest import PLAIN, STANDIN, STRAYS
 from tests.support.fleet_deploy import deploy, host_lines, read_reports, summary_finding, summary_row
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 DOWN, UP = PLAIN, (STRAYS, STANDIN)
 LAST_OPERATION = "tasks/verify.py | Verify | Save the report, judge the host"

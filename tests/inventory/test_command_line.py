@@ -21,20 +21,29 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 REPO = Path(__file__).resolve().parents[2]
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 RELAY = REPO / "tests" / "support" / "tcp_relay.py"
-HOSTS = {"ws-ml-01.lab.example.org": 22, "ws-ml-02.lab.example.org": 22, "ws-ml-03.lab.example.org": 22,
-         "rf-07.lab.example.org": 2222}  # the ports inventories/example.py gives them
+HOSTS = {
+    "ws-ml-01.lab.example.org": 22,
+    "ws-ml-02.lab.example.org": 22,
+    "ws-ml-03.lab.example.org": 22,
+    "rf-07.lab.example.org": 2222,
+}  # the ports inventories/example.py gives them
 LOGIN = "fleetadmin"  # group_data/lab_fleet.py
-ADD_LOGIN = (f"useradd --create-home --shell /bin/bash --groups sudo {LOGIN}"
-             f" && install -d -m 700 -o {LOGIN} -g {LOGIN} /home/{LOGIN}/.ssh"
-             f" && install -m 600 -o {LOGIN} -g {LOGIN} /home/admin/.ssh/authorized_keys /home/{LOGIN}/.ssh/"
-             f" && echo '{LOGIN} ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/{LOGIN}"
-             f" && chmod 440 /etc/sudoers.d/{LOGIN}")
+ADD_LOGIN = (
+    f"useradd --create-home --shell /bin/bash --groups sudo {LOGIN}"
+    f" && install -d -m 700 -o {LOGIN} -g {LOGIN} /home/{LOGIN}/.ssh"
+    f" && install -m 600 -o {LOGIN} -g {LOGIN} /home/admin/.ssh/authorized_keys /home/{LOGIN}/.ssh/"
+    f" && echo '{LOGIN} ALL=(ALL:ALL) NOPASSWD: ALL' > /etc/sudoers.d/{LOGIN}"
+    f" && chmod 440 /etc/sudoers.d/{LOGIN}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,22 +60,29 @@ def home(tmp_path_factory):
         ssh.mkdir(mode=0o700)
         known_hosts = ssh / "known_hosts"
         # paramiko looks a key up under the name it connects to: "name", or "[name]:port" off port 22.
-        known_hosts.write_text("".join(f"{name if port == 22 else f'[{name}]:{port}'} {key_type} {key}\n"
-                                       for name, port in HOSTS.items()))
+        known_hosts.write_text(
+            "".join(f"{name if port == 22 else f'[{name}]:{port}'} {key_type} {key}\n" for name, port in HOSTS.items())
+        )
         (ssh / "config").write_text(
             f"Host {' '.join(HOSTS)}\n"
             f"    ProxyCommand {sys.executable} {RELAY} {workstation.port}\n"
             f"    IdentityFile {up.client_key}\n"
             f"    UserKnownHostsFile {known_hosts}\n"
-            "    StrictHostKeyChecking yes\n")
+            "    StrictHostKeyChecking yes\n"
+        )
         yield home
 
 
 def pyinfra(home: Path, *argv: str, answer: str | None = None) -> subprocess.CompletedProcess:
     """`pyinfra ARGV…` from the repository root, as a user types it; `answer`: what the user types at the prompt."""
-    done = subprocess.run([PYINFRA, *argv], cwd=REPO, capture_output=True, text=True, input=answer,
-                          env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home),
-                                                    "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"})
+    done = subprocess.run(
+        [PYINFRA, *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        input=answer,
+        env={"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "LANG": "C.UTF-8", "PYINFRA_PROGRESS": "off"},
+    )
     assert "Traceback" not in done.stdout + done.stderr, done.stderr[-5000:]
     return done
 
@@ -84,8 +100,11 @@ def _columns(line: str) -> tuple[str, str, str]:
 
 
 def _connected(log: str) -> set[str]:
-    return {name for name in HOSTS if any(line.strip().startswith(f"[{name}]") and line.strip().endswith("Connected")
-                                          for line in log.splitlines())}
+    return {
+        name
+        for name in HOSTS
+        if any(line.strip().startswith(f"[{name}]") and line.strip().endswith("Connected") for line in log.splitlines())
+    }
 
 
 def _reports() -> set[Path]:
@@ -112,8 +131,10 @@ def test_pyinfra_inventory_tasks_verify_dry_plans_the_verification(home):
     assert done.returncode == 0, done.stderr[-5000:]
     assert _connected(done.stderr) == set(HOSTS), done.stderr
     plan = _plan(done.stderr)
-    assert any(operation.startswith("Verify | Run the verifier") and change.startswith("4 (")
-               for operation, change, _ in map(_columns, plan)), plan
+    assert any(
+        operation.startswith("Verify | Run the verifier") and change.startswith("4 (")
+        for operation, change, _ in map(_columns, plan)
+    ), plan
 
 
 @pytest.mark.parametrize("task", ["deploy.py", "tasks/verify.py"])

@@ -49,20 +49,31 @@ KEYS = ("ssh_user", "_sudo", "venv_path", "dpkg_lock_timeout", "rocm_other_relea
 
 def _inventory(path: str = "inventory") -> list[dict]:
     """The hosts of `path` (as given to pyinfra, relative to the repository root), with some of their data."""
-    done = subprocess.run([sys.executable, "-c", LOAD, path, *KEYS], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD, path, *KEYS], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def _data_files() -> list[Path]:
-    return [REPO / "inventory", *sorted((REPO / "inventories").glob("*.py")), *sorted((REPO / "group_data").glob("*.py"))]
+    return [
+        REPO / "inventory",
+        *sorted((REPO / "inventories").glob("*.py")),
+        *sorted((REPO / "group_data").glob("*.py")),
+    ]
 
 
 def test_the_word_inventory_names_the_example_fleet_for_the_pyinfra_cli():
     """`pyinfra inventory …` as typed: the CLI itself resolves the word to the fleet file, with its group data."""
-    done = subprocess.run([PYINFRA, "inventory", "debug-inventory", "--json"], capture_output=True, text=True,
-                          cwd=REPO, env=ENV, timeout=120)
+    done = subprocess.run(
+        [PYINFRA, "inventory", "debug-inventory", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     hosts = {host["name"]: host for host in json.loads(done.stdout)}
     assert list(hosts) == HOSTS
@@ -87,12 +98,19 @@ def test_group_data_layers_apply():
     hosts = {host["name"]: host for host in _inventory()}
     lab = hosts["ws-ml-01.lab.example.org"]["data"]
     assert (lab.get("ssh_user"), lab.get("_sudo"), lab.get("venv_path"), lab.get("dpkg_lock_timeout")) == (
-        "fleetadmin", True, "/opt/ml-lab/venv", 600)
+        "fleetadmin",
+        True,
+        "/opt/ml-lab/venv",
+        600,
+    )
     shared = hosts["ws-ml-03.lab.example.org"]["data"]
     assert shared.get("venv_path") == "/home/amira/venvs/rocm-fleet"  # host data wins over group data
     render = hosts["rf-07.lab.example.org"]["data"]
     assert (render.get("ssh_user"), render.get("venv_path"), render.get("rocm_other_release")) == (
-        "fleetadmin", None, "side-by-side")
+        "fleetadmin",
+        None,
+        "side-by-side",
+    )
 
 
 def test_every_host_of_an_example_fleet_gets_its_login():

@@ -40,6 +40,12 @@ def host_copy(base_root, tmp_path):
 def chrooted_python(root, code: str) -> subprocess.Popen:
     """The controller's Python, chrooted into `root` after start (no binary in `root` needed): a process rooted there."""
     return subprocess.Popen(
-        [sys.executable, "-c", f"import os, signal, sys, time; os.chroot(sys.argv[1]); os.chdir('/'); {code}", str(root)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import os, signal, sys, time; os.chroot(sys.argv[1]); os.chdir('/'); {code}",
+            str(root),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )

@@ -21,8 +21,13 @@ from .conftest import needs_root
 
 
 def test_the_cache_key_changes_with_every_part_of_the_recipe():
-    keys = {Recipe().key, Recipe(include=INCLUDE + ("less",)).key, Recipe(suite="trixie").key,
-            Recipe(mirror="http://mirror.example/debian").key, Recipe(version=Recipe().version + 1).key}
+    keys = {
+        Recipe().key,
+        Recipe(include=INCLUDE + ("less",)).key,
+        Recipe(suite="trixie").key,
+        Recipe(mirror="http://mirror.example/debian").key,
+        Recipe(version=Recipe().version + 1).key,
+    }
     assert len(keys) == 5
     assert Recipe().dir_name == f"bookworm-{Recipe().key}"
 
@@ -47,7 +52,7 @@ def test_the_real_base_is_a_debian_12_workstation_template(base_root):
         return subprocess.run(["chroot", base_root, *argv], capture_output=True, text=True)
 
     assert json.loads((base_root / STAMP).read_text()) == json.loads(json.dumps(asdict(Recipe())))
-    assert 'VERSION_CODENAME=bookworm' in (base_root / "etc/os-release").read_text()
+    assert "VERSION_CODENAME=bookworm" in (base_root / "etc/os-release").read_text()
     assert inside("python3", "-c", "import sys, venv, ensurepip; print(sys.version_info[:2])").stdout == "(3, 11)\n"
     installed = inside("dpkg-query", "-W", "-f", "${Package} ${db:Status-Status}\\n", *INCLUDE).stdout.split("\n")
     assert sorted(filter(None, installed)) == sorted(f"{p} installed" for p in INCLUDE)
@@ -74,7 +79,10 @@ def test_a_host_root_is_an_overlay_whose_writes_never_reach_the_base_or_another_
             in_place.write("written in place\n")
         (first / "etc/debian_version").chmod(0o600)
         (first / "usr/bin/env").unlink()
-        assert ((base_root / "etc/debian_version").read_bytes(), (base_root / "etc/debian_version").stat().st_mode) == before
+        assert (
+            (base_root / "etc/debian_version").read_bytes(),
+            (base_root / "etc/debian_version").stat().st_mode,
+        ) == before
         assert (second / "etc/debian_version").read_bytes() == before[0] and (base_root / "usr/bin/env").exists()
         assert (second / "usr/bin/env").exists() and not (first / "usr/bin/env").exists()
         assert (tmp_path / "first-upper/etc/debian_version").is_file()  # the change lies in the host's own layer
@@ -94,8 +102,11 @@ def test_a_base_that_a_fleet_uses_is_kept_when_another_recipe_is_built(tmp_path,
     fleet_dir = layout.fleet_dir("f1")
     fleet_dir.mkdir(parents=True)
     save_state(fleet_dir, FleetState("f1", str(fleet_dir), str(old), "root", None))
-    monkeypatch.setattr(base_module, "_build", lambda layout, recipe, target: (target / STAMP).parent.mkdir()
-                        or (target / STAMP).write_text("{}"))
+    monkeypatch.setattr(
+        base_module,
+        "_build",
+        lambda layout, recipe, target: (target / STAMP).parent.mkdir() or (target / STAMP).write_text("{}"),
+    )
     new = ensure_base(layout)
     assert new.is_dir() and old.is_dir() and not unused.exists()
 
@@ -158,8 +169,13 @@ def test_where_the_hosts_directory_cannot_hold_an_overlays_writable_layer_the_ba
     filesystem = tmp_path / "overlayfs"
     for directory in ("lower", "upper", "work", "overlayfs"):
         (tmp_path / directory).mkdir()
-    mount("overlay", filesystem, "overlay", 0,
-          f"lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,workdir={tmp_path}/work")
+    mount(
+        "overlay",
+        filesystem,
+        "overlay",
+        0,
+        f"lowerdir={tmp_path}/lower,upperdir={tmp_path}/upper,workdir={tmp_path}/work",
+    )
     try:
         root = filesystem / "host" / "root"
         root.parent.mkdir()

@@ -38,14 +38,21 @@ def cache(tmp_path, base_root):
 
 def cli(cache, *args, **kwargs):
     env = {**os.environ, "LOCALFLEET_CACHE": str(cache)}
-    return subprocess.run([sys.executable, "-m", "localfleet", *args], capture_output=True, text=True, cwd=REPO,
-                          env=env, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "localfleet", *args], capture_output=True, text=True, cwd=REPO, env=env, **kwargs
+    )
 
 
 def start_up(cache, name, hosts=3, **kwargs):
-    return subprocess.Popen([sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "LOCALFLEET_CACHE": str(cache)}, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "LOCALFLEET_CACHE": str(cache)},
+        **kwargs,
+    )
 
 
 @pytest.fixture
@@ -107,8 +114,14 @@ def test_status_into_a_pipe_its_reader_closed_exits_0_without_a_traceback(cache)
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before status writes its first line
     try:
-        status = subprocess.run([sys.executable, "-m", "localfleet", "status"], stdout=write_end, stderr=subprocess.PIPE,
-                                text=True, cwd=REPO, env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+        status = subprocess.run(
+            [sys.executable, "-m", "localfleet", "status"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "LOCALFLEET_CACHE": str(cache)},
+        )
     finally:
         os.close(write_end)
     assert (status.returncode, status.stderr) == (0, "")
@@ -167,8 +180,14 @@ def test_down_all_removes_every_fleet_of_the_cache_but_one_a_live_process_owns_u
     for name in ("all1", "all2"):
         assert cli(cache, "up", "--hosts", "1", "--name", name).returncode == 0
         ports += [h.port for h in Fleet.attach(name, cache=cache).hosts]
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
-                             env={**os.environ, "LOCALFLEET_CACHE": str(cache)})
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "LOCALFLEET_CACHE": str(cache)},
+    )
     try:
         ports.append(int(owner.stdout.readline()))
         down = cli(cache, "down", "--all")
@@ -188,9 +207,14 @@ def test_not_root_is_one_clear_line_and_bad_usage_is_exit_2(cache):
     for command in (["up"], ["down"]):
         # As nobody, with the system python3 (the venv's interpreter may sit in root's 0700 home); localfleet itself
         # needs only the standard library.
-        done = subprocess.run(["/usr/bin/python3", "-m", "localfleet", *command], capture_output=True, text=True,
-                              cwd=REPO, env={"LOCALFLEET_CACHE": str(cache), "PATH": os.environ["PATH"]},
-                              preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
+        done = subprocess.run(
+            ["/usr/bin/python3", "-m", "localfleet", *command],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={"LOCALFLEET_CACHE": str(cache), "PATH": os.environ["PATH"]},
+            preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)),
+        )
         assert done.returncode == 1
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("localfleet: must run as root"), done.stderr
     assert cli(cache, "up", "--hosts", "0").returncode == 2

@@ -19,7 +19,11 @@ from ..support.waiting import wait_for
 
 def test_a_failing_command_is_one_line_with_what_was_done_its_last_line_and_the_fix():
     with pytest.raises(FleetError) as caught:
-        run(["sh", "-c", "echo noise >&2; echo 'cp: no space left' >&2; exit 3"], "copying X to Y", fix="free some space")
+        run(
+            ["sh", "-c", "echo noise >&2; echo 'cp: no space left' >&2; exit 3"],
+            "copying X to Y",
+            fix="free some space",
+        )
     assert str(caught.value) == "copying X to Y failed (exit 3): cp: no space left — free some space"
     with pytest.raises(FleetError, match="^making keys: no-such-tool-xyz is not installed — apt-get install it$"):
         run(["no-such-tool-xyz"], "making keys", fix="apt-get install it")
@@ -27,10 +31,15 @@ def test_a_failing_command_is_one_line_with_what_was_done_its_last_line_and_the_
 
 def test_a_helper_dies_when_its_controller_is_killed():
     controller = subprocess.Popen(
-        [sys.executable, "-c", "from localfleet.commands import run; run(['sleep', 'infinity'], 'sleeping')"], cwd=REPO)
+        [sys.executable, "-c", "from localfleet.commands import run; run(['sleep', 'infinity'], 'sleeping')"], cwd=REPO
+    )
     try:
-        helper = int(wait_for(lambda: Path(f"/proc/{controller.pid}/task/{controller.pid}/children").read_text().split(),
-                              "the controller to start its helper")[0])
+        helper = int(
+            wait_for(
+                lambda: Path(f"/proc/{controller.pid}/task/{controller.pid}/children").read_text().split(),
+                "the controller to start its helper",
+            )[0]
+        )
         controller.send_signal(signal.SIGKILL)
         controller.wait()
         # The kernel sends the helper its SIGKILL as the controller exits; it is gone (or a zombie) once it has run.
@@ -47,6 +56,7 @@ class Unwound(BaseException):
 @pytest.fixture
 def sigterm_unwinds():
     """SIGTERM raises Unwound in this process for the test (as `python -m localfleet` makes it raise Interrupted)."""
+
     def unwind(signum, frame):
         raise Unwound(signal.Signals(signum).name)
 
@@ -55,8 +65,9 @@ def sigterm_unwinds():
     signal.signal(signal.SIGTERM, previous)
 
 
-def test_a_signal_while_a_helper_is_being_started_stops_and_reaps_it_before_the_exception_goes_on(tmp_path,
-                                                                                                  sigterm_unwinds):
+def test_a_signal_while_a_helper_is_being_started_stops_and_reaps_it_before_the_exception_goes_on(
+    tmp_path, sigterm_unwinds
+):
     """The child signals us from its preexec hook, i.e. while subprocess.Popen waits for its exec: an exception from
     there used to leave the helper running with nobody holding its pid — a `cp` of a host root went on writing into the
     fleet that the teardown was deleting ("could not delete …/fleets/sig: Directory not empty")."""

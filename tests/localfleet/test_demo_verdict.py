@@ -37,15 +37,20 @@ def test_no_system_rocm_and_a_cpu_torch_is_the_expected_result(no_rocm):
 def test_a_host_without_a_report_is_a_surprise(no_rocm):
     verdict = judge_demo(["ws1", "ws2"], {"ws1": no_rocm}, pyinfra_exit=1)
     assert not verdict.expected
-    assert verdict.surprises == ("ws2: no verification report: the host was unreachable or a stage failed before "
-                                 "verification (the summary says which)",)
+    assert verdict.surprises == (
+        "ws2: no verification report: the host was unreachable or a stage failed before "
+        "verification (the summary says which)",
+    )
 
 
-@pytest.mark.parametrize("code, words", [
-    (0, "pyinfra exited 0: no host failed, although every host here must fail verification"),
-    (2, "pyinfra exited 2: a usage or internal error (see its output above)"),
-    (-9, "pyinfra exited -9: killed by signal 9"),
-])
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        (0, "pyinfra exited 0: no host failed, although every host here must fail verification"),
+        (2, "pyinfra exited 2: a usage or internal error (see its output above)"),
+        (-9, "pyinfra exited -9: killed by signal 9"),
+    ],
+)
 def test_pyinfra_exiting_other_than_1_is_a_surprise(no_rocm, code, words):
     assert judge_demo(["ws1"], {"ws1": no_rocm}, pyinfra_exit=code).surprises == (words,)
 
@@ -64,8 +69,9 @@ def test_a_passing_linkage_is_a_surprise(tmp_path):
     report, _ = run_check_root(image.root)
     assert check_by_id(report, "linkage.static")["status"] == "pass"
     [surprise] = judge_host("ws3", report).surprises
-    assert surprise.startswith("linkage.static is PASS — this host has a system ROCm (or something serving "
-                               "libhipblas.so.3): ")
+    assert surprise.startswith(
+        "linkage.static is PASS — this host has a system ROCm (or something serving libhipblas.so.3): "
+    )
 
 
 def test_a_linkage_failing_for_another_reason_is_a_surprise(tmp_path):
@@ -76,8 +82,10 @@ def test_a_linkage_failing_for_another_reason_is_a_surprise(tmp_path):
     image.distro_library("librocm_smi64.so.1", package="librocm-smi64-1", version="5.7.0-1", source="rocm-smi-lib")
     report, _ = run_check_root(image.root)
     [surprise] = judge_host("ws1", report).surprises
-    assert surprise.startswith("linkage.static failed, but not because libhipblas.so.3 is missing: "
-                               "librocm_smi64.so.1 resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1")
+    assert surprise.startswith(
+        "linkage.static failed, but not because libhipblas.so.3 is missing: "
+        "librocm_smi64.so.1 resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1"
+    )
 
 
 def test_libraries_missing_beyond_bitsandbytes_rocm_ones_are_a_surprise(no_rocm):
@@ -87,16 +95,24 @@ def test_libraries_missing_beyond_bitsandbytes_rocm_ones_are_a_surprise(no_rocm)
     linkage["evidence"]["bnb_needed"].append({"name": "libstdc++.so.6", "outcome": "not found", "path": None})
     linkage["evidence"]["missing"].append("libstdc++.so.6 (needed by …) not found")
     assert judge_host("ws1", report).surprises == (
-        "linkage.static: libbitsandbytes_rocm72.so also misses libstdc++.so.6, which no ROCm provides",)
+        "linkage.static: libbitsandbytes_rocm72.so also misses libstdc++.so.6, which no ROCm provides",
+    )
 
 
-@pytest.mark.parametrize("change, words", [
-    (lambda r: r.update(verdict="pass"), "the report's verdict 'pass' is not what its checks give"),
-    (lambda r: r.update(verdict="FAIL"),
-     "the report does not match verify/report/report_schema.json (verdict: 'FAIL'"),
-    (lambda r: r["host"].pop("hostname"),
-     "the report does not match verify/report/report_schema.json (host: 'hostname' is"),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda r: r.update(verdict="pass"), "the report's verdict 'pass' is not what its checks give"),
+        (
+            lambda r: r.update(verdict="FAIL"),
+            "the report does not match verify/report/report_schema.json (verdict: 'FAIL'",
+        ),
+        (
+            lambda r: r["host"].pop("hostname"),
+            "the report does not match verify/report/report_schema.json (host: 'hostname' is",
+        ),
+    ],
+)
 def test_a_report_that_proves_nothing_is_a_surprise(no_rocm, change, words):
     """The demo judges reports with verify/report/report.py's rule too: a damaged or edited report is not the expected
     one, whatever its checks say."""

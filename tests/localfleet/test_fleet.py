@@ -24,7 +24,6 @@ from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
 from ..support.waiting import blocked_on_flock, wait_for
 from .conftest import real_fleet
 
-
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 
 # A process that owns a fleet (as a test session does), prints its ports once it is up, and keeps it until its stdin
@@ -45,8 +44,13 @@ def pyinfra(inventory, *args):
 
 
 def start_owner(name):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                             cwd=Path(fleet_module.__file__).parents[1])
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(fleet_module.__file__).parents[1],
+    )
     ports = [int(p) for p in owner.stdout.readline().split()]
     assert ports, "the owner process did not bring its fleet up"
     return owner, ports
@@ -164,7 +168,9 @@ def test_a_name_in_use_by_a_live_owner_is_refused_and_ctrl_c_in_the_owner_tears_
     owner, ports = start_owner(name)
     fleet_dir = Layout.default().fleet_dir(name)
     try:
-        with pytest.raises(FleetError, match=f"fleet '{name}' belongs to running process {owner.pid}, .* choose another name"):
+        with pytest.raises(
+            FleetError, match=f"fleet '{name}' belongs to running process {owner.pid}, .* choose another name"
+        ):
             Fleet.up(n=1, name=name)
         assert processes_inside(fleet_dir)  # refused without touching it
         owner.send_signal(signal.SIGINT)

@@ -67,8 +67,11 @@ def test_a_held_dpkg_lock_makes_apt_fail_naming_the_holder(fleet):
         assert lock.holding()
         done = ws1.run(apt, check=False)
         assert done.returncode == 100
-        assert re.search(rf"Could not get lock /var/lib/dpkg/lock-frontend\. "
-                         rf"It is held by process {lock.pid} \(python3\)", done.stderr), done.stderr
+        assert re.search(
+            rf"Could not get lock /var/lib/dpkg/lock-frontend\. "
+            rf"It is held by process {lock.pid} \(python3\)",
+            done.stderr,
+        ), done.stderr
         assert "Unable to acquire the dpkg frontend lock" in done.stderr
         with pytest.raises(FleetError, match="ws1: could not take the dpkg lock"):
             ws1.hold_dpkg_lock()

@@ -45,14 +45,20 @@ def test_kernel_filesystems_are_private_and_released_cleanly(host_copy):
             assert stat.S_ISCHR(node.st_mode) and os.major(node.st_rdev) == major and os.minor(node.st_rdev) == minor
             assert stat.S_IMODE(node.st_mode) == 0o666
         assert inside(host_copy, "sh", "-c", "echo x > /dev/null && head -c 4 /dev/urandom | wc -c").stdout == "4\n"
-        assert inside(host_copy, "python3", "-c", "import multiprocessing as m; m.Lock(); print('shm ok')").stdout == "shm ok\n"
+        assert (
+            inside(host_copy, "python3", "-c", "import multiprocessing as m; m.Lock(); print('shm ok')").stdout
+            == "shm ok\n"
+        )
         assert inside(host_copy, "ps", "-p", "1").returncode == 0  # /proc works
         assert inside(host_copy, "lspci").returncode == 0  # /sys is there for PCI detection
         assert inside(host_copy, "touch", "/sys/kernel/x").returncode != 0  # … read-only
         # A device faked inside a host (e.g. /dev/kfd for a GPU test) stays in that host.
         (host_copy / "dev/kfd").touch()
         assert not Path("/dev/kfd").exists() or Path("/dev/kfd").is_char_device()
-        assert inside(host_copy, "python3", "-c", "import os, pty; os.close(pty.openpty()[0]); print('pty ok')").stdout == "pty ok\n"
+        assert (
+            inside(host_copy, "python3", "-c", "import os, pty; os.close(pty.openpty()[0]); print('pty ok')").stdout
+            == "pty ok\n"
+        )
     finally:
         release_tree(host_copy)
     assert mounts_inside(host_copy) == []

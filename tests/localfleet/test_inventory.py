@@ -1,20 +1,20 @@
 """localfleet/inventory.py: the generated inventory is data-only Python that pyinfra reads as intended."""
 
 import ast
-import re
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from localfleet.inventory import GROUP, host_entry, render_inventory, fleet_group_data
+from localfleet.inventory import GROUP, fleet_group_data, host_entry, render_inventory
 from localfleet.layout import Layout
 from roles import pins
 
 
 def _render(tmp_path):
     hosts = [host_entry(f"ws{n}", 40000 + n, "root", tmp_path / "id", tmp_path / "kh") for n in (1, 2)]
-    data = fleet_group_data(Layout(tmp_path)) | {"reports_dir": "/tmp/it's \"quoted\""}
+    data = fleet_group_data(Layout(tmp_path)) | {"reports_dir": '/tmp/it\'s "quoted"'}
     return render_inventory("f1", hosts, data), hosts, data
 
 
@@ -39,8 +39,13 @@ def test_pyinfra_reads_the_generated_inventory(tmp_path):
     inventory = tmp_path / "inventory.py"
     inventory.write_text(text)
     # pyinfra's own CLI loads it (debug-inventory connects to nothing) and prints each host's groups and data.
-    done = subprocess.run([str(Path(sys.executable).with_name("pyinfra")), str(inventory), "debug-inventory"],
-                          capture_output=True, text=True, check=True, cwd=tmp_path)
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("pyinfra")), str(inventory), "debug-inventory"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     out = done.stdout + done.stderr
     assert sorted(re.findall(r"^\[(ws\d)\]", out, re.M)) == ["ws1", "ws2"], out
     for name, host_data in hosts:

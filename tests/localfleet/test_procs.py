@@ -96,7 +96,9 @@ def test_a_process_stuck_in_the_kernel_after_sigkill_is_named_not_waited_for_aga
             writer = chrooted_python(tree, "print('in', flush=True); open('/data/x', 'w')")
             assert writer.stdout.readline() == "in\n"
             wait_for(lambda: _state(writer.pid) == "D", "the writer to block on the frozen filesystem")
-            with pytest.raises(FleetError, match=rf"processes \[{writer.pid}\] rooted in .* still there 1 s after SIGKILL"):
+            with pytest.raises(
+                FleetError, match=rf"processes \[{writer.pid}\] rooted in .* still there 1 s after SIGKILL"
+            ):
                 stop_processes_rooted_under(tree, grace_s=0.1)
         finally:
             subprocess.run(["fsfreeze", "--unfreeze", data], check=True)

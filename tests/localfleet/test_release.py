@@ -47,8 +47,12 @@ def test_a_mount_kept_busy_from_outside_the_tree_is_detached_lazily_with_a_warni
     mount("tmpfs", tree / "data", "tmpfs")
     # Root "/", cwd inside the mount: not a process of the tree, so release_tree must not kill it, but it makes
     # a plain umount fail with EBUSY.
-    outsider = subprocess.Popen([sys.executable, "-c", "import signal; print('in', flush=True); signal.pause()"],
-                                cwd=tree / "data", stdout=subprocess.PIPE, text=True)
+    outsider = subprocess.Popen(
+        [sys.executable, "-c", "import signal; print('in', flush=True); signal.pause()"],
+        cwd=tree / "data",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert outsider.stdout.readline() == "in\n"
         with caplog.at_level(logging.WARNING, logger="localfleet.release"):

@@ -24,7 +24,9 @@ def _order_from_a_deploy_file(tmp_path, monkeypatch) -> list:
     helper = tmp_path / "helper_tasks.py"
     helper.write_text("def plan(order):\n    return order()\n")
     deploy = tmp_path / "deploy.py"
-    deploy.write_text("import helper_tasks\n\ndef stage():\n    return helper_tasks.plan(ORDER)\n\n\nRESULT = stage()\n")
+    deploy.write_text(
+        "import helper_tasks\n\ndef stage():\n    return helper_tasks.plan(ORDER)\n\n\nRESULT = stage()\n"
+    )
     state = SimpleNamespace(current_deploy_filename=str(deploy), current_op_file_number=7)
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("helper_tasks", None)

@@ -22,8 +22,13 @@ def _command(tmp_path: Path, command: str, timeout: int) -> list[str]:
 
 def _holder(tmp_path: Path) -> subprocess.Popen:
     """A real holder: the wrapper around a command that says "held" and then waits until its stdin closes."""
-    holder = subprocess.Popen(_command(tmp_path, "echo held; cat > /dev/null", 600), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    holder = subprocess.Popen(
+        _command(tmp_path, "echo held; cat > /dev/null", 600),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert holder.stdout.readline() == "held\n"  # it holds the lock now
     return holder
 
@@ -51,14 +56,20 @@ def test_the_command_runs_with_its_exit_status_and_the_holder_is_recorded(tmp_pa
     assert (done.returncode, done.stdout, done.stderr) == (3, "ran\n", "")
     record = (tmp_path / "lock").read_text()
     user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
-    assert re.fullmatch(rf"changing the test files for {user} since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(pid \d+\)\n",
-                        record), record
+    assert re.fullmatch(
+        rf"changing the test files for {user} since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(pid \d+\)\n", record
+    ), record
 
 
 def test_a_second_command_waits_for_the_holder_and_then_runs(tmp_path):
     holder = _holder(tmp_path)
-    waiter = subprocess.Popen(_command(tmp_path, f"echo second >> {tmp_path / 'order'}", 600),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    waiter = subprocess.Popen(
+        _command(tmp_path, f"echo second >> {tmp_path / 'order'}", 600),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         while not _waiting_in_flock(waiter.pid):  # a condition, not a time: it is blocked on the lock
             assert waiter.poll() is None, waiter.communicate()

@@ -37,8 +37,11 @@ def test_the_memory_goes_with_its_run():
 def test_no_other_module_keeps_memory_per_run():
     """One mechanism: what a run remembers is a field of RunMemory, not another module's WeakKeyDictionary."""
     roles = Path(run_memory.__file__).parent
-    others = [str(path.relative_to(roles.parent)) for path in sorted(roles.rglob("*.py"))
-              if path != Path(run_memory.__file__) and "WeakKeyDictionary" in path.read_text()]
+    others = [
+        str(path.relative_to(roles.parent))
+        for path in sorted(roles.rglob("*.py"))
+        if path != Path(run_memory.__file__) and "WeakKeyDictionary" in path.read_text()
+    ]
     assert others == []
 
 

@@ -13,27 +13,41 @@ import os
 
 import pytest
 from pyinfra.api import Config, FactBase, Inventory, State
-from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.connect import connect_all
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.operation import add_op
 from pyinfra.api.operations import run_ops
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra.operations import server
 
 from roles import run_reads
-from roles.venv import operations
 from roles.debian.facts import OsReleaseFile, VenvPathAccess
 from roles.preflight.facts import ExistingUsers
 from roles.uploads import FileNames, FilesSha256
+from roles.venv import operations
 from roles.venv.facts import HostPython3, VenvContents
 from tests.support.operation_cases import OutputHost, render
 
 VENV = "/opt/rocm-fleet/venv"
 PYTHON = ["Python 3.11.2", "glibc 2.36", "x86_64"]  # what HostPython3's command prints
-FULL_VENV = json.dumps({"owner": "alice", "python": "3.11.2", "packages": {"torch": "2.13.0+rocm7.2",
-                        "bitsandbytes": "0.50.1"}, "foreign": None, "broken": None})
-ACCESS = ["owner 1001", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
-          "dir 0 0 41ed root root /opt/rocm-fleet", "group root:x:0:", "primary 0 root"]
+FULL_VENV = json.dumps(
+    {
+        "owner": "alice",
+        "python": "3.11.2",
+        "packages": {"torch": "2.13.0+rocm7.2", "bitsandbytes": "0.50.1"},
+        "foreign": None,
+        "broken": None,
+    }
+)
+ACCESS = [
+    "owner 1001",
+    "resolved /opt/rocm-fleet",
+    "dir 0 0 41ed root root /",
+    "dir 0 0 41ed root root /opt",
+    "dir 0 0 41ed root root /opt/rocm-fleet",
+    "group root:x:0:",
+    "primary 0 root",
+]
 
 
 def asks(host, fact_cls) -> int:
@@ -50,8 +64,16 @@ def venv_operations(host) -> list[str]:
     commands = []
     for operation, arguments in (
         (operations.venv_directory, {"path": VENV, "owner": "alice"}),
-        (operations.venv_packages, {"path": VENV, "owner": "alice", "torch_spec": "torch==2.13.0+rocm7.2",
-                                    "other_requirements": ["bitsandbytes==0.50.1"], "wheelhouse": "/wh"}),
+        (
+            operations.venv_packages,
+            {
+                "path": VENV,
+                "owner": "alice",
+                "torch_spec": "torch==2.13.0+rocm7.2",
+                "other_requirements": ["bitsandbytes==0.50.1"],
+                "wheelhouse": "/wh",
+            },
+        ),
     ):
         commands += in_context(host, lambda: [render(command) for command in operation._inner(**arguments)])
     return commands
@@ -144,10 +166,19 @@ TOKEN = "rocm-fleet-" + "ab" * 16
 
 
 def test_split_keeps_only_the_answers_that_ended_with_exit_status_0_under_this_runs_token():
-    lines = [f"{TOKEN}-0", "a", "rocm-fleet-" + "cd" * 16 + "-1 0", f"{TOKEN}-0 0",  # another token is a plain line
-             f"{TOKEN}-1", "half", f"{TOKEN}-1 2",  # failed: asked alone later
-             f"{TOKEN}-2", f"{TOKEN}-2 0",  # no output: the fact's default
-             f"{TOKEN}-3", "never ended"]
+    lines = [
+        f"{TOKEN}-0",
+        "a",
+        "rocm-fleet-" + "cd" * 16 + "-1 0",
+        f"{TOKEN}-0 0",  # another token is a plain line
+        f"{TOKEN}-1",
+        "half",
+        f"{TOKEN}-1 2",  # failed: asked alone later
+        f"{TOKEN}-2",
+        f"{TOKEN}-2 0",  # no output: the fact's default
+        f"{TOKEN}-3",
+        "never ended",
+    ]
     assert run_reads.split(lines, TOKEN, 4) == {0: ["a", "rocm-fleet-" + "cd" * 16 + "-1 0"], 2: []}
 
 
@@ -187,9 +218,13 @@ def local_host():
 
 
 # Answers that do not move while the test runs (free space does: the machine is shared).
-QUESTIONS = [(OsReleaseFile, {}), (FilesSha256, {"directory": "/etc", "names": ["hostname", "passwd", "absent"]}),
-             (ExistingUsers, {"users": ["root", "no-such-account"]}), (FileNames, {"directory": "/etc/apt"}),
-             (FileNames, {"directory": "/nonexistent"})]
+QUESTIONS = [
+    (OsReleaseFile, {}),
+    (FilesSha256, {"directory": "/etc", "names": ["hostname", "passwd", "absent"]}),
+    (ExistingUsers, {"users": ["root", "no-such-account"]}),
+    (FileNames, {"directory": "/etc/apt"}),
+    (FileNames, {"directory": "/nonexistent"}),
+]
 
 
 def test_facts_read_ahead_in_one_command_answer_as_each_asked_alone(local_host):
@@ -242,8 +277,12 @@ def test_the_questions_of_one_command_run_at_the_same_time(local_host, tmp_path)
     os.mkfifo(fifo)
     state, host, asked = local_host
     with ctx_state.use(state), ctx_host.use(host):
-        run_reads.read_ahead([run_reads.Ask.of(_WaitsForTheNext, fifo=str(fifo)),
-                              run_reads.Ask.of(_WritesForThePrevious, fifo=str(fifo))])
+        run_reads.read_ahead(
+            [
+                run_reads.Ask.of(_WaitsForTheNext, fifo=str(fifo)),
+                run_reads.Ask.of(_WritesForThePrevious, fifo=str(fifo)),
+            ]
+        )
         assert run_reads.ask(_WaitsForTheNext, fifo=str(fifo)) == ["from-the-next"]
         assert run_reads.ask(_WritesForThePrevious, fifo=str(fifo)) == ["written"]
     assert asked == ["_Batch"]
@@ -257,28 +296,42 @@ class _Script(FactBase):
         return list(output)
 
 
-def test_each_answer_is_its_own_commands_exit_status_and_output_and_the_private_directory_goes(local_host, tmp_path,
-                                                                                              monkeypatch):
+def test_each_answer_is_its_own_commands_exit_status_and_output_and_the_private_directory_goes(
+    local_host, tmp_path, monkeypatch
+):
     monkeypatch.setattr(run_reads, "ANSWERS_DIR", str(tmp_path))  # where mktemp makes the batch's directory
-    scripts = {"exit 0 after output": "echo fine; exit 0", "exit 3": "echo partial; exit 3",
-               "its own EXIT trap": "trap 'echo bye' EXIT; echo hi", "ends in ;": "echo semi;", "cd and a variable": "cd / && x=1 && echo \"$x $(pwd)\"",
-               "no output": "true"}
+    scripts = {
+        "exit 0 after output": "echo fine; exit 0",
+        "exit 3": "echo partial; exit 3",
+        "its own EXIT trap": "trap 'echo bye' EXIT; echo hi",
+        "ends in ;": "echo semi;",
+        "cd and a variable": 'cd / && x=1 && echo "$x $(pwd)"',
+        "no output": "true",
+    }
     state, host, asked = local_host
     with ctx_state.use(state), ctx_host.use(host):
         run_reads.read_ahead([run_reads.Ask.of(_Script, script=script) for script in scripts.values()])
         assert list(tmp_path.iterdir()) == []  # removed once printed
         known = run_reads._host_reads()
-        answered = {name: known.get(run_reads.Ask.of(_Script, script=script).key(), "asked alone")
-                    for name, script in scripts.items()}
-    assert answered == {"exit 0 after output": ["fine"], "exit 3": "asked alone",
-                        # its trap took the place of the one that writes the end line: no end, no answer
-                        "its own EXIT trap": "asked alone", "ends in ;": ["semi"], "cd and a variable": ["1 /"],
-                        "no output": None}  # no output: the fact's default, as pyinfra gives it
+        answered = {
+            name: known.get(run_reads.Ask.of(_Script, script=script).key(), "asked alone")
+            for name, script in scripts.items()
+        }
+    assert answered == {
+        "exit 0 after output": ["fine"],
+        "exit 3": "asked alone",
+        # its trap took the place of the one that writes the end line: no end, no answer
+        "its own EXIT trap": "asked alone",
+        "ends in ;": ["semi"],
+        "cd and a variable": ["1 /"],
+        "no output": None,
+    }  # no output: the fact's default, as pyinfra gives it
     assert asked == ["_Batch"]
 
 
-def test_where_no_private_directory_can_be_made_every_question_is_asked_alone_and_the_host_goes_on(local_host,
-                                                                                                  monkeypatch):
+def test_where_no_private_directory_can_be_made_every_question_is_asked_alone_and_the_host_goes_on(
+    local_host, monkeypatch
+):
     monkeypatch.setattr(run_reads, "ANSWERS_DIR", "/nonexistent/run")
     state, host, asked = local_host
     with ctx_state.use(state), ctx_host.use(host):

@@ -22,30 +22,39 @@ TOKEN = "0" * 32
 
 
 def test_nothing_to_do_when_every_file_has_its_sha256():
-    commands, host = run_operation(checked_files, {"FilesSha256": [f"{SHA}  verify.pyz"], "FileNames": ["verify.pyz"]},
-                                   directory="/var/lib/rocm-fleet", uploads=[Upload("verify.pyz", SHA, DATA)],
-                                   delete=True)
+    commands, host = run_operation(
+        checked_files,
+        {"FilesSha256": [f"{SHA}  verify.pyz"], "FileNames": ["verify.pyz"]},
+        directory="/var/lib/rocm-fleet",
+        uploads=[Upload("verify.pyz", SHA, DATA)],
+        delete=True,
+    )
     assert commands == []
     assert host.noops == ["1 file(s) in /var/lib/rocm-fleet with the controller's sha256"]
 
 
 def test_a_changed_file_goes_through_a_private_staging_directory(monkeypatch):
     monkeypatch.setattr(uploads, "_token", lambda: TOKEN)
-    commands, _ = run_operation(checked_files, {"FilesSha256": ["0" * 64 + "  verify.pyz"],
-                                                "FileNames": ["verify.pyz", "old.whl"]},
-                                directory="/var/lib/rocm-fleet", uploads=[Upload("verify.pyz", SHA, DATA)],
-                                delete=True)
+    commands, _ = run_operation(
+        checked_files,
+        {"FilesSha256": ["0" * 64 + "  verify.pyz"], "FileNames": ["verify.pyz", "old.whl"]},
+        directory="/var/lib/rocm-fleet",
+        uploads=[Upload("verify.pyz", SHA, DATA)],
+        delete=True,
+    )
     staging = f"/tmp/rocm-fleet-upload-{TOKEN}"
     partial = f"/var/lib/rocm-fleet/.verify.pyz.{TOKEN}"
     assert commands[0] == "mkdir -p -- /var/lib/rocm-fleet && chmod 755 -- /var/lib/rocm-fleet"
     assert commands[1] == f"mkdir -m 700 {staging}"
     assert commands[2].startswith("FileUploadCommand(") and commands[2].endswith(f", {partial})")
-    assert commands[3] == (f"if echo '{SHA}  {partial}' | sha256sum --check --status; then chmod 644 {partial} && "
-                           f"mv -f {partial} /var/lib/rocm-fleet/verify.pyz"
-                           f"{uploads._record('/var/lib/rocm-fleet', Upload('verify.pyz', SHA, DATA), TOKEN)}; "
-                           f"else rm -f {partial}; "
-                           f"echo {shlex.quote(uploads.mismatch_line('/var/lib/rocm-fleet/verify.pyz', SHA))} >&2; "
-                           "false; fi")
+    assert commands[3] == (
+        f"if echo '{SHA}  {partial}' | sha256sum --check --status; then chmod 644 {partial} && "
+        f"mv -f {partial} /var/lib/rocm-fleet/verify.pyz"
+        f"{uploads._record('/var/lib/rocm-fleet', Upload('verify.pyz', SHA, DATA), TOKEN)}; "
+        f"else rm -f {partial}; "
+        f"echo {shlex.quote(uploads.mismatch_line('/var/lib/rocm-fleet/verify.pyz', SHA))} >&2; "
+        "false; fi"
+    )
     assert commands[4:] == [f"rm -rf {staging}", "rm -f /var/lib/rocm-fleet/old.whl"]
 
 
@@ -86,8 +95,9 @@ def _put_in_place(directory, name: str, data: bytes) -> None:
     """The host-side part of an upload, for real: the file arrives under its temporary name, is checked and put in
     place (and its sha256 recorded)."""
     (directory / f".{name}.{TOKEN}").write_bytes(data)
-    _, _, check, _ = install_commands(str(directory), [Upload(name, hashlib.sha256(data).hexdigest(), data)], "644",
-                                      TOKEN)
+    _, _, check, _ = install_commands(
+        str(directory), [Upload(name, hashlib.sha256(data).hexdigest(), data)], "644", TOKEN
+    )
     done = subprocess.run(["sh", "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
@@ -98,10 +108,14 @@ def test_a_file_put_in_place_is_not_hashed_again_while_its_stat_is_unchanged(tmp
     _put_in_place(tmp_path, "verify.pyz", DATA)
     _put_in_place(tmp_path, "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", b"a wheel")
     assert sorted(path.name for path in tmp_path.iterdir()) == [
-        uploads.SHA256_RECORD, "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "verify.pyz"]
+        uploads.SHA256_RECORD,
+        "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+        "verify.pyz",
+    ]
     names = ["verify.pyz", "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
-    assert run_fact_here(FilesSha256, directory=str(tmp_path), names=names) == FilesFound({
-        "verify.pyz": SHA, names[1]: hashlib.sha256(b"a wheel").hexdigest()}, {})
+    assert run_fact_here(FilesSha256, directory=str(tmp_path), names=names) == FilesFound(
+        {"verify.pyz": SHA, names[1]: hashlib.sha256(b"a wheel").hexdigest()}, {}
+    )
 
     # The record is what is read: put another sha256 into it, the stat unchanged, and the fact reports that one.
     record = tmp_path / uploads.SHA256_RECORD
@@ -111,11 +125,13 @@ def test_a_file_put_in_place_is_not_hashed_again_while_its_stat_is_unchanged(tmp
     # Any change to the file changes its ctime: then it is hashed (and the stat it was hashed at is said).
     (tmp_path / "verify.pyz").chmod(0o600)
     assert run_fact_here(FilesSha256, directory=str(tmp_path), names=["verify.pyz"]) == FilesFound(
-        {"verify.pyz": SHA}, {"verify.pyz": _stat_key(tmp_path / "verify.pyz")})
+        {"verify.pyz": SHA}, {"verify.pyz": _stat_key(tmp_path / "verify.pyz")}
+    )
     with open(tmp_path / "verify.pyz", "ab") as appended:
         appended.write(b"more")
     assert run_fact_here(FilesSha256, directory=str(tmp_path), names=["verify.pyz"]).sha256 == {
-        "verify.pyz": hashlib.sha256(DATA + b"more").hexdigest()}
+        "verify.pyz": hashlib.sha256(DATA + b"more").hexdigest()
+    }
 
 
 def test_a_record_that_is_not_a_regular_file_is_not_read(tmp_path):
@@ -135,10 +151,13 @@ def test_putting_a_file_again_replaces_its_record_line(tmp_path):
 
 
 def test_the_record_is_kept_when_other_files_are_deleted():
-    commands, host = run_operation(checked_files, {"FilesSha256": [f"{SHA}  verify.pyz"],
-                                                   "FileNames": ["verify.pyz", uploads.SHA256_RECORD]},
-                                   directory="/var/lib/rocm-fleet", uploads=[Upload("verify.pyz", SHA, DATA)],
-                                   delete=True)
+    commands, host = run_operation(
+        checked_files,
+        {"FilesSha256": [f"{SHA}  verify.pyz"], "FileNames": ["verify.pyz", uploads.SHA256_RECORD]},
+        directory="/var/lib/rocm-fleet",
+        uploads=[Upload("verify.pyz", SHA, DATA)],
+        delete=True,
+    )
     assert commands == []
 
 
@@ -161,28 +180,38 @@ def test_a_file_hashed_again_and_found_equal_is_recorded_again(monkeypatch):
     later run, because nothing rewrote its record line. The operation now rewrites it (and says so)."""
     monkeypatch.setattr(uploads, "_token", lambda: TOKEN)
     upload = Upload("verify.pyz", SHA, DATA)
-    commands, host = run_operation(checked_files, {"FilesSha256": [f"{SHA}  verify.pyz", f"hashed {KEY}\tverify.pyz"],
-                                                   "FileNames": ["verify.pyz"]},
-                                   directory="/var/lib/rocm-fleet", uploads=[upload])
+    commands, host = run_operation(
+        checked_files,
+        {"FilesSha256": [f"{SHA}  verify.pyz", f"hashed {KEY}\tverify.pyz"], "FileNames": ["verify.pyz"]},
+        directory="/var/lib/rocm-fleet",
+        uploads=[upload],
+    )
     assert commands == [
         "tell: 1 file(s) in /var/lib/rocm-fleet hashed (their stat was not the recorded one) and found with the "
         "controller's sha256: recording it in .rocm-fleet-sha256, so later runs do not hash them again",
-        record_again_command("/var/lib/rocm-fleet", [(upload, KEY)], TOKEN)]
+        record_again_command("/var/lib/rocm-fleet", [(upload, KEY)], TOKEN),
+    ]
     assert host.noops == []
 
 
 def test_a_hashed_file_that_differs_is_uploaded_and_a_name_that_cannot_be_recorded_is_left(monkeypatch):
     monkeypatch.setattr(uploads, "_token", lambda: TOKEN)
     upload = Upload("verify.pyz", SHA, DATA)
-    commands, _ = run_operation(checked_files, {"FilesSha256": ["0" * 64 + "  verify.pyz", f"hashed {KEY}\tverify.pyz"],
-                                                "FileNames": ["verify.pyz"]},
-                                directory="/d", uploads=[upload])
+    commands, _ = run_operation(
+        checked_files,
+        {"FilesSha256": ["0" * 64 + "  verify.pyz", f"hashed {KEY}\tverify.pyz"], "FileNames": ["verify.pyz"]},
+        directory="/d",
+        uploads=[upload],
+    )
     # Uploaded again (its own check writes the record), not recorded as it is.
     assert commands[0] == "mkdir -p -- /d && chmod 755 -- /d" and commands[2].startswith("FileUploadCommand(")
     assert record_again_command("/d", [(upload, KEY)], TOKEN) not in commands
-    commands, host = run_operation(checked_files, {"FilesSha256": [f"{SHA}  odd name", f"hashed {KEY}\todd name"],
-                                                   "FileNames": ["odd name"]},
-                                   directory="/d", uploads=[Upload("odd name", SHA, DATA)])
+    commands, host = run_operation(
+        checked_files,
+        {"FilesSha256": [f"{SHA}  odd name", f"hashed {KEY}\todd name"], "FileNames": ["odd name"]},
+        directory="/d",
+        uploads=[Upload("odd name", SHA, DATA)],
+    )
     assert commands == [] and host.noops == ["1 file(s) in /d with the controller's sha256"]
 
 
@@ -194,7 +223,8 @@ def test_the_fact_says_the_stat_a_file_was_hashed_at_and_nothing_for_a_recorded_
     assert found == FilesFound({"verify.pyz": SHA}, {"verify.pyz": _stat_key(tmp_path / "verify.pyz")})
     # A key of another shape, or for a name with no sha256 line, is not taken from the output.
     assert FilesSha256().process([f"{SHA}  a", "hashed 1 2 yesterday\ta", f"hashed {KEY}\tb"]) == FilesFound(
-        {"a": SHA}, {})
+        {"a": SHA}, {}
+    )
 
 
 def test_recording_again_for_real_stops_the_hashing_and_a_file_changed_meanwhile_is_not_recorded(tmp_path):
@@ -207,16 +237,20 @@ def test_recording_again_for_real_stops_the_hashing_and_a_file_changed_meanwhile
     # b.whl changes after it was hashed: its line is not written (it is hashed again next time).
     with open(tmp_path / "b.whl", "ab") as appended:
         appended.write(b"!")
-    uploads_hashed = [(Upload("verify.pyz", SHA, DATA), found.hashed["verify.pyz"]),
-                      (Upload("b.whl", hashlib.sha256(b"a wheel").hexdigest(), b"a wheel"), found.hashed["b.whl"])]
-    done = subprocess.run(["sh", "-c", record_again_command(str(tmp_path), uploads_hashed, TOKEN)],
-                          capture_output=True, text=True)
+    uploads_hashed = [
+        (Upload("verify.pyz", SHA, DATA), found.hashed["verify.pyz"]),
+        (Upload("b.whl", hashlib.sha256(b"a wheel").hexdigest(), b"a wheel"), found.hashed["b.whl"]),
+    ]
+    done = subprocess.run(
+        ["sh", "-c", record_again_command(str(tmp_path), uploads_hashed, TOKEN)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == [uploads.SHA256_RECORD, "b.whl", "verify.pyz"]
     assert (tmp_path / uploads.SHA256_RECORD).read_text() == f"{SHA} verify.pyz {_stat_key(tmp_path / 'verify.pyz')}\n"
     again = run_fact_here(FilesSha256, directory=str(tmp_path), names=["verify.pyz", "b.whl"])
-    assert again == FilesFound({"verify.pyz": SHA, "b.whl": hashlib.sha256(b"a wheel!").hexdigest()},
-                               {"b.whl": _stat_key(tmp_path / "b.whl")})
+    assert again == FilesFound(
+        {"verify.pyz": SHA, "b.whl": hashlib.sha256(b"a wheel!").hexdigest()}, {"b.whl": _stat_key(tmp_path / "b.whl")}
+    )
 
 
 def test_the_fact_in_one_pass_takes_each_recorded_file_and_hashes_the_rest(tmp_path):
@@ -230,11 +264,15 @@ def test_the_fact_in_one_pass_takes_each_recorded_file_and_hashes_the_rest(tmp_p
     record.write_text(record.read_text().replace(hashlib.sha256(b"a").hexdigest(), "f" * 64))  # read, not hashed
     (tmp_path / "b.whl").chmod(0o644)
     names = ["a.whl", "b.whl", "c.whl", "odd name", "missing.whl"]
-    sha = {name: hashlib.sha256(data).hexdigest() for name, data in
-           (("a.whl", b"a"), ("b.whl", b"b"), ("c.whl", b"c"), ("odd name", b"odd"))}
+    sha = {
+        name: hashlib.sha256(data).hexdigest()
+        for name, data in (("a.whl", b"a"), ("b.whl", b"b"), ("c.whl", b"c"), ("odd name", b"odd"))
+    }
     found = run_fact_here(FilesSha256, directory=str(tmp_path), names=names)
-    assert found == FilesFound({**sha, "a.whl": "f" * 64},
-                               {name: _stat_key(tmp_path / name) for name in ("b.whl", "c.whl", "odd name")})
+    assert found == FilesFound(
+        {**sha, "a.whl": "f" * 64}, {name: _stat_key(tmp_path / name) for name in ("b.whl", "c.whl", "odd name")}
+    )
     record.write_text("")
     assert run_fact_here(FilesSha256, directory=str(tmp_path), names=names) == FilesFound(
-        sha, {name: _stat_key(tmp_path / name) for name in sha})
+        sha, {name: _stat_key(tmp_path / name) for name in sha}
+    )

@@ -60,8 +60,13 @@ def test_a_file_whose_ctime_changed_is_hashed_once_then_recorded_and_not_hashed_
 
         def run(dry: bool = False):
             calls.write_text("")
-            done = subprocess.run(deploy_argv(fleet.inventory, str(deploy_file), dry=dry), capture_output=True,
-                                  text=True, cwd=REPO, env={**ENV, "UPLOADS_FROM": str(local)})
+            done = subprocess.run(
+                deploy_argv(fleet.inventory, str(deploy_file), dry=dry),
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+                env={**ENV, "UPLOADS_FROM": str(local)},
+            )
             result = finished(done)
             assert result.returncode == 0, result.explain()
             if dry:  # what pyinfra's --json "plan" says would change ws1
@@ -96,6 +101,8 @@ def test_a_file_whose_ctime_changed_is_hashed_once_then_recorded_and_not_hashed_
         host.run(["sh", "-c", f"printf x >> {DEST}/{WHEEL}"])
         repaired, changed, hashed = run()
         assert f"-- {WHEEL}" in hashed and changed == ["Test uploads"], repaired.explain()
-        assert hashlib.sha256((host.root / DEST.lstrip("/") / WHEEL).read_bytes()).digest() == \
-            hashlib.sha256((local / WHEEL).read_bytes()).digest()
+        assert (
+            hashlib.sha256((host.root / DEST.lstrip("/") / WHEEL).read_bytes()).digest()
+            == hashlib.sha256((local / WHEEL).read_bytes()).digest()
+        )
         assert Path(host.root / DEST.lstrip("/")).stat().st_uid == 0 and record.stat().st_uid == 0

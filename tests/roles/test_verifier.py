@@ -23,15 +23,19 @@ def test_archive_runs_with_bare_system_python(tmp_path):
     archive = tmp_path / "verify.pyz"
     archive.write_bytes(verifier.verifier_archive())
     # -I: ignore the environment and the current directory, as on a host with nothing but python3.
-    done = subprocess.run(
-        [SYSTEM_PYTHON, "-I", str(archive), "--help"], capture_output=True, text=True, cwd=tmp_path
-    )
+    done = subprocess.run([SYSTEM_PYTHON, "-I", str(archive), "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "strays" in done.stdout
     imported = subprocess.run(
-        [SYSTEM_PYTHON, "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import elftools.elf.elffile",
-         str(archive)],
-        capture_output=True, text=True,
+        [
+            SYSTEM_PYTHON,
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import elftools.elf.elffile",
+            str(archive),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert imported.returncode == 0, imported.stderr
 
@@ -43,8 +47,12 @@ def test_archive_is_reproducible_and_complete():
     with zipfile.ZipFile(io.BytesIO(first)) as opened:
         names = set(opened.namelist())
     assert {"__main__.py", "verify/cli.py", "verify/debian/strays.py", "elftools/elf/elffile.py"} <= names
-    assert {"verify/report/report_schema.json", "verify/checks/runtime_probe.py", "verify/stack/releases/7.2.4.json",
-            "verify/commands/apt_hook.py"} <= names  # data files and the apt hook's entry, in their packages
+    assert {
+        "verify/report/report_schema.json",
+        "verify/checks/runtime_probe.py",
+        "verify/stack/releases/7.2.4.json",
+        "verify/commands/apt_hook.py",
+    } <= names  # data files and the apt hook's entry, in their packages
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
 
 
@@ -53,17 +61,19 @@ def test_the_archives_data_files_are_read_from_inside_it(tmp_path):
     importlib.resources: from the archive, with the system's bare python3, they come out of the zip itself."""
     archive = tmp_path / "verify.pyz"
     archive.write_bytes(verifier.zipapp_bytes())
-    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
-            "from verify.report.report import load_schema\n"
-            "from verify.checks.runtime import probe_source\n"
-            "from verify.stack.rocm_release import known_releases, rocm_release\n"
-            "import verify.report.report as r\n"
-            "assert r.__file__.startswith(sys.argv[1]), r.__file__\n"
-            "print(load_schema()['title'], '|', probe_source().splitlines()[0], '|', known_releases(), "
-            "rocm_release('7.2.4').build)")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from verify.report.report import load_schema\n"
+        "from verify.checks.runtime import probe_source\n"
+        "from verify.stack.rocm_release import known_releases, rocm_release\n"
+        "import verify.report.report as r\n"
+        "assert r.__file__.startswith(sys.argv[1]), r.__file__\n"
+        "print(load_schema()['title'], '|', probe_source().splitlines()[0], '|', known_releases(), "
+        "rocm_release('7.2.4').build)"
+    )
     done = subprocess.run([SYSTEM_PYTHON, "-I", "-c", code, str(archive)], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("rocm-fleet verification report | \"\"\"") and "('7.2.4',) 70204" in done.stdout
+    assert done.stdout.startswith('rocm-fleet verification report | """') and "('7.2.4',) 70204" in done.stdout
 
 
 @pytest.mark.slow
@@ -89,13 +99,17 @@ def test_a_verifier_planted_in_the_controllers_temporary_directory_is_not_upload
     assert run.returncode == 0, run.explain()
     assert uploaded == verifier.zipapp_bytes()  # (built again: verify/ may change while a shared tree is tested)
     assert sorted(str(path.relative_to(shared)) for path in shared.rglob("*")) == [
-        planted.parent.name, str(planted.relative_to(shared))]
+        planted.parent.name,
+        str(planted.relative_to(shared)),
+    ]
 
 
 def test_verifier_command_runs_only_the_expected_bytes(tmp_path):
     command = verifier.verifier_command("strays", "--root", "/srv/a b")
-    assert command.endswith(f"python3 -I -S {verifier.REMOTE_VERIFIER} strays --root '/srv/a b'; else echo "
-                            f"'{verifier.stale_line()}' >&2; (exit 3); fi")
+    assert command.endswith(
+        f"python3 -I -S {verifier.REMOTE_VERIFIER} strays --root '/srv/a b'; else echo "
+        f"'{verifier.stale_line()}' >&2; (exit 3); fi"
+    )
     here = tmp_path / "verify.pyz"
     local = command.replace(verifier.REMOTE_VERIFIER, str(here))
     marker = tmp_path / "ran"
@@ -110,6 +124,7 @@ def test_verifier_command_runs_only_the_expected_bytes(tmp_path):
         assert done.stderr.splitlines() == [verifier.stale_line().replace(verifier.REMOTE_VERIFIER, str(here))]
         assert not marker.exists()
     here.write_bytes(verifier.verifier_archive())
-    done = subprocess.run(["sh", "-c", local.replace("strays --root '/srv/a b'", "--help")], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["sh", "-c", local.replace("strays --root '/srv/a b'", "--help")], capture_output=True, text=True
+    )
     assert done.returncode == 0 and "strays" in done.stdout, done.stderr

@@ -80,8 +80,10 @@ fi
 
 def rocm_core_scripts(release: str, build: str) -> dict[str, str]:
     """rocm-core's maintainer scripts: register /opt/rocm-RELEASE as the `rocm` alternative (priority: the build)."""
-    return {"postinst": ROCM_CORE_POSTINST.format(release=release, build=build),
-            "prerm": ROCM_CORE_PRERM.format(release=release)}
+    return {
+        "postinst": ROCM_CORE_POSTINST.format(release=release, build=build),
+        "prerm": ROCM_CORE_PRERM.format(release=release),
+    }
 
 
 class Signer:
@@ -93,8 +95,11 @@ class Signer:
         self.home = Path(tempfile.mkdtemp(prefix="rocm-fleet-gpg-"))  # short: gpg's socket paths are limited
 
     def _gpg(self, *argv: str, output: bool = False) -> bytes:
-        done = subprocess.run(["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "",
-                               *argv], capture_output=True, env={**os.environ, "GNUPGHOME": str(self.home)})
+        done = subprocess.run(
+            ["gpg", "--batch", "--quiet", "--pinentry-mode", "loopback", "--passphrase", "", *argv],
+            capture_output=True,
+            env={**os.environ, "GNUPGHOME": str(self.home)},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"gpg {' '.join(argv)}: {done.stderr.decode(errors='replace').strip()}")
         return done.stdout
@@ -104,7 +109,9 @@ class Signer:
         return self
 
     def __exit__(self, *exc) -> None:
-        subprocess.run(["gpgconf", "--kill", "all"], capture_output=True, env={**os.environ, "GNUPGHOME": str(self.home)})
+        subprocess.run(
+            ["gpgconf", "--kill", "all"], capture_output=True, env={**os.environ, "GNUPGHOME": str(self.home)}
+        )
         shutil.rmtree(self.home, ignore_errors=True)
 
     def keyring(self) -> bytes:
@@ -116,12 +123,20 @@ class Signer:
         self._gpg("--yes", "--clearsign", "--output", str(release.with_name("InRelease")), str(release))
 
 
-def build_deb(workdir: Path, control: dict[str, str], files: dict[str, str | bytes] | None = None,
-              scripts: dict[str, str] | None = None) -> Path:
+def build_deb(
+    workdir: Path,
+    control: dict[str, str],
+    files: dict[str, str | bytes] | None = None,
+    scripts: dict[str, str] | None = None,
+) -> Path:
     """A .deb with this control paragraph, these files (text or bytes; mode 0644, or 0755 under /usr/bin) and
     maintainer scripts (0755), built by dpkg-deb."""
-    fields = {"Architecture": "amd64", "Maintainer": "rocm-fleet tests <tests@example.org>",
-              "Description": "STAND-IN for an AMD package (tests only)", **control}
+    fields = {
+        "Architecture": "amd64",
+        "Maintainer": "rocm-fleet tests <tests@example.org>",
+        "Description": "STAND-IN for an AMD package (tests only)",
+        **control,
+    }
     tree = workdir / f"tree-{fields['Package']}"
     (tree / "DEBIAN").mkdir(parents=True)
     (tree / "DEBIAN/control").write_text("".join(f"{key}: {value}\n" for key, value in fields.items()))
@@ -138,8 +153,7 @@ def build_deb(workdir: Path, control: dict[str, str], files: dict[str, str | byt
             target.write_text(text)
         target.chmod(0o755 if path.startswith("/usr/bin/") else 0o644)
     deb = workdir / f"{fields['Package']}_{fields['Version']}_{fields['Architecture']}.deb"
-    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True,
-                   capture_output=True)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True, capture_output=True)
     return deb
 
 
@@ -150,14 +164,23 @@ def repository(top: Path, debs: list[Path], signer: Signer) -> None:
     pool.mkdir(parents=True, exist_ok=True)
     for deb in debs:
         (pool / deb.name).write_bytes(deb.read_bytes())
-    packages = subprocess.run(["dpkg-scanpackages", "--multiversion", "pool"], cwd=top, capture_output=True,
-                              text=True, check=True).stdout
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "pool"], cwd=top, capture_output=True, text=True, check=True
+    ).stdout
     binary = top / "dists" / CODENAME / "main" / "binary-amd64"
     binary.mkdir(parents=True, exist_ok=True)
     (binary / "Packages").write_text(packages)
     (binary / "Packages.gz").write_bytes(gzip.compress(packages.encode(), mtime=0))
-    lines = [f"Origin: {ORIGIN}", f"Label: {ORIGIN}", f"Suite: {CODENAME}", f"Codename: {CODENAME}",
-             "Date: Mon, 01 Jan 2024 00:00:00 UTC", "Components: main", "Architectures: amd64", "SHA256:"]
+    lines = [
+        f"Origin: {ORIGIN}",
+        f"Label: {ORIGIN}",
+        f"Suite: {CODENAME}",
+        f"Codename: {CODENAME}",
+        "Date: Mon, 01 Jan 2024 00:00:00 UTC",
+        "Components: main",
+        "Architectures: amd64",
+        "SHA256:",
+    ]
     for index in ("main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"):
         data = (top / "dists" / CODENAME / index).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {index}")
@@ -176,21 +199,40 @@ def build_mirror(root: Path, base_url: str) -> str:
 
 def _build_mirror(root: Path, base_url: str, debs: Path, signer: Signer) -> str:
     wrong = "7.2.1"  # the lists the installer writes name the wrong release, to be fixed by the deploy
-    installer = build_deb(debs, {"Package": "amdgpu-install", "Version": INSTALLER_VERSION, "Architecture": "all"}, {
-        "/usr/bin/amdgpu-install": AMDGPU_INSTALL_SCRIPT,
-        KEYRING: signer.keyring(),
-        "/etc/apt/sources.list.d/rocm.list": (f"deb {OPTIONS} {base_url}/rocm/apt/{wrong} {CODENAME} main\n"
-                                              f"deb {OPTIONS} {base_url}/graphics/{wrong}/ubuntu {CODENAME} main\n"),
-        "/etc/apt/sources.list.d/amdgpu.list": f"deb {OPTIONS} {base_url}/amdgpu/30.30.4/ubuntu {CODENAME} main\n",
-        PIN_FILE: f"Package: *\nPin: release o={ORIGIN}\nPin-Priority: 600\n",
-    })
+    installer = build_deb(
+        debs,
+        {"Package": "amdgpu-install", "Version": INSTALLER_VERSION, "Architecture": "all"},
+        {
+            "/usr/bin/amdgpu-install": AMDGPU_INSTALL_SCRIPT,
+            KEYRING: signer.keyring(),
+            "/etc/apt/sources.list.d/rocm.list": (
+                f"deb {OPTIONS} {base_url}/rocm/apt/{wrong} {CODENAME} main\n"
+                f"deb {OPTIONS} {base_url}/graphics/{wrong}/ubuntu {CODENAME} main\n"
+            ),
+            "/etc/apt/sources.list.d/amdgpu.list": f"deb {OPTIONS} {base_url}/amdgpu/30.30.4/ubuntu {CODENAME} main\n",
+            PIN_FILE: f"Package: *\nPin: release o={ORIGIN}\nPin-Priority: 600\n",
+        },
+    )
     rocm = []
     for suffix in ("", "7.2.4"):  # single-version names, and the multi-version ones
-        rocm.append(build_deb(debs, {"Package": f"rocm-core{suffix}", "Version": ROCM_VERSION},
-                              {"/opt/rocm-7.2.4/.info/version": "7.2.4-93\n"},
-                              rocm_core_scripts("7.2.4", "70204")))
-        rocm.append(build_deb(debs, {"Package": f"rocm{suffix}", "Version": ROCM_VERSION,
-                                     "Depends": f"rocm-core{suffix} (= {ROCM_VERSION})"}))
+        rocm.append(
+            build_deb(
+                debs,
+                {"Package": f"rocm-core{suffix}", "Version": ROCM_VERSION},
+                {"/opt/rocm-7.2.4/.info/version": "7.2.4-93\n"},
+                rocm_core_scripts("7.2.4", "70204"),
+            )
+        )
+        rocm.append(
+            build_deb(
+                debs,
+                {
+                    "Package": f"rocm{suffix}",
+                    "Version": ROCM_VERSION,
+                    "Depends": f"rocm-core{suffix} (= {ROCM_VERSION})",
+                },
+            )
+        )
     for name, component in SHARED_NAMES.items():
         rocm.append(build_deb(debs, {"Package": name, "Version": f"{component}.70204-93~22.04"}))
     folder = root / "amdgpu-install" / "7.2.4" / "ubuntu" / CODENAME

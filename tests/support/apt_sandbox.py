@@ -23,15 +23,32 @@ class AptSandbox:
     def __init__(self, workdir: Path):
         self.top = workdir / "apt-sandbox"
         self.etc = self.top / "etc"
-        for directory in ("etc/sources.list.d", "etc/preferences.d", "etc/apt.conf.d", "etc/trusted.gpg.d",
-                          "state/lists/partial", "cache/archives/partial", "repos"):
+        for directory in (
+            "etc/sources.list.d",
+            "etc/preferences.d",
+            "etc/apt.conf.d",
+            "etc/trusted.gpg.d",
+            "state/lists/partial",
+            "cache/archives/partial",
+            "repos",
+        ):
             (self.top / directory).mkdir(parents=True, exist_ok=True)
         (self.top / "status").write_text("")
         self.config = self.top / "apt.conf"
-        self.config.write_text("".join(f'{key} "{value}";\n' for key, value in (
-            ("Dir::Etc", self.etc), ("Dir::State", self.top / "state"), ("Dir::State::status", self.top / "status"),
-            ("Dir::Cache", self.top / "cache"), ("Debug::NoLocking", "1"), ("APT::Architecture", "amd64"),
-            ("Acquire::Languages", "none"))))
+        self.config.write_text(
+            "".join(
+                f'{key} "{value}";\n'
+                for key, value in (
+                    ("Dir::Etc", self.etc),
+                    ("Dir::State", self.top / "state"),
+                    ("Dir::State::status", self.top / "status"),
+                    ("Dir::Cache", self.top / "cache"),
+                    ("Debug::NoLocking", "1"),
+                    ("APT::Architecture", "amd64"),
+                    ("Acquire::Languages", "none"),
+                )
+            )
+        )
         self.sources: list[str] = []
 
     def __enter__(self) -> AptSandbox:
@@ -44,10 +61,13 @@ class AptSandbox:
         """A flat repository `name` with these (package, version) stand-ins; returns its file: URI."""
         root = self.top / "repos" / name
         root.mkdir(parents=True, exist_ok=True)
-        (root / "Packages").write_text("".join(
-            f"Package: {package}\nVersion: {version}\nArchitecture: amd64\nMaintainer: tests <t@example.org>\n"
-            f"Filename: ./{package}_{version}_amd64.deb\nSize: 1\nDescription: STAND-IN (tests only)\n\n"
-            for package, version in packages))
+        (root / "Packages").write_text(
+            "".join(
+                f"Package: {package}\nVersion: {version}\nArchitecture: amd64\nMaintainer: tests <t@example.org>\n"
+                f"Filename: ./{package}_{version}_amd64.deb\nSize: 1\nDescription: STAND-IN (tests only)\n\n"
+                for package, version in packages
+            )
+        )
         (root / "Release").write_text(f"Origin: {origin}\nLabel: {origin}\nSuite: stable\nCodename: {name}\n")
         uri = f"file:{root}"
         self.sources.append(f"deb [trusted=yes] {uri} ./\n")

@@ -32,9 +32,17 @@ from localfleet.procs import stop_processes
 PACKAGES = ("chromium", "chromium-driver")
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1600,1200")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1600,1200",
+)
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C key of an element reference
 
 
@@ -42,8 +50,12 @@ def ensure_installed() -> None:
     if all(shutil.which(Path(p).name) for p in (CHROMIUM, CHROMEDRIVER)):
         return
     subprocess.run(["apt-get", "update", "-qq"], check=True, capture_output=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], check=True, capture_output=True,
-                   env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", *PACKAGES],
+        check=True,
+        capture_output=True,
+        env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+    )
 
 
 class WebDriverError(AssertionError):
@@ -63,8 +75,13 @@ class Browser:
         for _ in range(5):  # another process may take the free port first
             port = free_port()
             # Its own process group: chromedriver and every Chromium process it starts end together (_stop).
-            driver = subprocess.Popen([CHROMEDRIVER, f"--port={port}", f"--log-path={log}"], start_new_session=True,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            driver = subprocess.Popen(
+                [CHROMEDRIVER, f"--port={port}", f"--log-path={log}"],
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             url = f"http://{LOOPBACK}:{port}"
             if _ready(driver, url, timeout_s):
                 break
@@ -73,9 +90,20 @@ class Browser:
             raise WebDriverError(f"chromedriver did not start (see {log})")
         try:
             options = {"binary": CHROMIUM, "args": [*FLAGS, f"--user-data-dir={profile}"]}
-            answer = _call("POST", f"{url}/session", {"capabilities": {"alwaysMatch": {
-                "browserName": "chrome", "goog:chromeOptions": options,
-                "goog:loggingPrefs": {"browser": "ALL"}}}}, timeout_s)
+            answer = _call(
+                "POST",
+                f"{url}/session",
+                {
+                    "capabilities": {
+                        "alwaysMatch": {
+                            "browserName": "chrome",
+                            "goog:chromeOptions": options,
+                            "goog:loggingPrefs": {"browser": "ALL"},
+                        }
+                    }
+                },
+                timeout_s,
+            )
             return cls(driver, url, answer["sessionId"], log)
         except BaseException:
             _stop(driver)

@@ -57,8 +57,13 @@ def chroot_run(root: Path, *argv: str, doing: str, log: Path | None = None) -> N
 
 
 def _recipe(suite: str, packages: tuple[str, ...]) -> dict:
-    return {"suite": suite, "mirror": MIRROR, "base": list(BASE_PACKAGES), "packages": list(packages),
-            "version": RECIPE_VERSION}
+    return {
+        "suite": suite,
+        "mirror": MIRROR,
+        "base": list(BASE_PACKAGES),
+        "packages": list(packages),
+        "version": RECIPE_VERSION,
+    }
 
 
 def image(suite: str, packages: tuple[str, ...] = ()) -> Path:
@@ -75,15 +80,33 @@ def image(suite: str, packages: tuple[str, ...] = ()) -> Path:
         log = CACHE / f"{suite}-{key}.log"
         log.write_text("")
         try:
-            _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}",
-                  f"--cache-dir={_debs(suite)}", suite, str(building), MIRROR],
-                 f"debootstrap {suite} into {building} (see {log})", log)
+            _run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    f"--cache-dir={_debs(suite)}",
+                    suite,
+                    str(building),
+                    MIRROR,
+                ],
+                f"debootstrap {suite} into {building} (see {log})",
+                log,
+            )
             (building / "usr/sbin/policy-rc.d").write_text(POLICY_RC_D)
             (building / "usr/sbin/policy-rc.d").chmod(0o755)
             chroot_run(building, "apt-get", "update", "-q", doing=f"apt-get update in {building}", log=log)
             if packages:
-                chroot_run(building, "apt-get", "install", "-y", "-q", *packages,
-                           doing=f"apt-get install {' '.join(packages)} in {building} (see {log})", log=log)
+                chroot_run(
+                    building,
+                    "apt-get",
+                    "install",
+                    "-y",
+                    "-q",
+                    *packages,
+                    doing=f"apt-get install {' '.join(packages)} in {building} (see {log})",
+                    log=log,
+                )
             chroot_run(building, "apt-get", "clean", doing=f"apt-get clean in {building}", log=log)
             (building / STAMP).write_text(json.dumps(recipe, indent=2) + "\n")
             if target.exists():

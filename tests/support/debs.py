@@ -17,8 +17,13 @@ from pathlib import Path
 _DEFAULTS = {"Version": "1.0", "Architecture": "amd64", "Maintainer": "Test <test@example.org>", "Description": "test"}
 
 
-def build_deb(workdir: Path, control: dict[str, str], files: dict[str, bytes | Path] | None = None,
-              links: dict[str, str] | None = None, conffiles: tuple[str, ...] = ()) -> Path:
+def build_deb(
+    workdir: Path,
+    control: dict[str, str],
+    files: dict[str, bytes | Path] | None = None,
+    links: dict[str, str] | None = None,
+    conffiles: tuple[str, ...] = (),
+) -> Path:
     """A .deb with this control paragraph (defaults filled in), these files and symlinks (absolute paths inside the
     package; a link maps its path to its target), and these of its files marked as conffiles."""
     fields = {**_DEFAULTS, **control}

@@ -68,8 +68,12 @@ class Workstation(StandinImage):
         path = f"/usr/{MULTIARCH}/{ROCM_SMI}"
         self.build.lib(path.lstrip("/"), soname=ROCM_SMI)
         self.write("/var/lib/dpkg/info/librocm-smi64-1:amd64.list", f"/usr/{MULTIARCH}\n{path}\n")
-        paragraphs = [p.replace("Version: 5.2.3-2\n", f"Version: {version}\n", 1)
-                      if p.startswith("Package: librocm-smi64-1\n") else p for p in real_paragraphs("bookworm")]
+        paragraphs = [
+            p.replace("Version: 5.2.3-2\n", f"Version: {version}\n", 1)
+            if p.startswith("Package: librocm-smi64-1\n")
+            else p
+            for p in real_paragraphs("bookworm")
+        ]
         self.add_dpkg(paragraphs, (REAL_DPKG / "bookworm.extended_states").read_text())
         return path
 

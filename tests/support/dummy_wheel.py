@@ -14,7 +14,7 @@ def dummy_wheel(path: Path, payload: bytes = b"x = 1\n") -> bytes:
         "rocm_fleet_dummy/__init__.py": payload,
         "rocm_fleet_dummy-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: rocm-fleet-dummy\nVersion: 1.0\n",
         "rocm_fleet_dummy-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                                b"Tag: py3-none-any\n",
+        b"Tag: py3-none-any\n",
     }
     record = "".join(f"{name},,\n" for name in files) + "rocm_fleet_dummy-1.0.dist-info/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as archive:

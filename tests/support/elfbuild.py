@@ -81,8 +81,10 @@ class ElfBuilder:
         stub = self.stubs / f"stub-{digest}.so"
         if not stub.exists():
             self.stubs.mkdir(parents=True, exist_ok=True)
-            _gcc(["-shared", "-fPIC", "-nostdlib", "-o", str(stub), "-x", "c", "-", f"-Wl,-soname,{name}"],
-                 "int stub_symbol;\n")
+            _gcc(
+                ["-shared", "-fPIC", "-nostdlib", "-o", str(stub), "-x", "c", "-", f"-Wl,-soname,{name}"],
+                "int stub_symbol;\n",
+            )
         return stub
 
     def _link_flags(self, needed, rpath, runpath, nodeflib, soname) -> list[str]:
@@ -98,13 +100,26 @@ class ElfBuilder:
         flags += [str(self._stub(name)) for name in needed]
         return flags
 
-    def lib(self, relative: str, *, soname: str | None = None, needed=(), rpath: str | None = None,
-            runpath: str | None = None, nodeflib: bool = False, m32: bool = False, libc: bool = True) -> Path:
+    def lib(
+        self,
+        relative: str,
+        *,
+        soname: str | None = None,
+        needed=(),
+        rpath: str | None = None,
+        runpath: str | None = None,
+        nodeflib: bool = False,
+        m32: bool = False,
+        libc: bool = True,
+    ) -> Path:
         out = self.path(relative)
         out.parent.mkdir(parents=True, exist_ok=True)
         if m32:
-            _gcc(["-m32", "-shared", "-fPIC", "-nostdlib", "-o", str(out), "-x", "c", "-"]
-                 + ([f"-Wl,-soname,{soname}"] if soname else []), "int lib32_symbol;\n")
+            _gcc(
+                ["-m32", "-shared", "-fPIC", "-nostdlib", "-o", str(out), "-x", "c", "-"]
+                + ([f"-Wl,-soname,{soname}"] if soname else []),
+                "int lib32_symbol;\n",
+            )
             return out
         source = f"int symbol_{hashlib.sha1(relative.encode()).hexdigest()[:8]}(void) {{ return 1; }}\n"
         argv = ["-shared", "-fPIC", "-o", str(out), "-x", "c", "-", "-x", "none"]
@@ -114,8 +129,16 @@ class ElfBuilder:
         _gcc(argv, source)
         return out
 
-    def exe(self, relative: str, *, needed=(), rpath: str | None = None, runpath: str | None = None,
-            source: str = "int main(void) { return 0; }\n", extra=()) -> Path:
+    def exe(
+        self,
+        relative: str,
+        *,
+        needed=(),
+        rpath: str | None = None,
+        runpath: str | None = None,
+        source: str = "int main(void) { return 0; }\n",
+        extra=(),
+    ) -> Path:
         out = self.path(relative)
         out.parent.mkdir(parents=True, exist_ok=True)
         argv = ["-o", str(out), "-x", "c", "-", "-x", "none", *extra]
@@ -123,17 +146,21 @@ class ElfBuilder:
         _gcc(argv, source)
         return out
 
-    def dlopen_program(self, relative: str, *, caller_library: str | None = None, rpath: str | None = None,
-                       runpath: str | None = None) -> Path:
+    def dlopen_program(
+        self, relative: str, *, caller_library: str | None = None, rpath: str | None = None, runpath: str | None = None
+    ) -> Path:
         """A program that dlopen()s its arguments in order ("lib:NAME": from code in `caller_library`) and prints
         the loader's object list. `caller_library` (a path relative to the top) is built and linked in if given."""
         extra = ["-ldl"]
         if caller_library:
             caller = self.path(caller_library)
             caller.parent.mkdir(parents=True, exist_ok=True)
-            _gcc(["-shared", "-fPIC", "-o", str(caller), "-x", "c", "-", "-ldl",
-                  f"-Wl,-soname,{caller.name}"] + (["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"] if rpath else [])
-                 + (["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"] if runpath else []), CALLER_LIBRARY)
+            _gcc(
+                ["-shared", "-fPIC", "-o", str(caller), "-x", "c", "-", "-ldl", f"-Wl,-soname,{caller.name}"]
+                + (["-Wl,--disable-new-dtags", f"-Wl,-rpath,{rpath}"] if rpath else [])
+                + (["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"] if runpath else []),
+                CALLER_LIBRARY,
+            )
             # RUNPATH, not RPATH: an executable's RPATH would apply to every lookup in the process.
             extra = [str(caller), "-Wl,--enable-new-dtags", f"-Wl,-rpath,{caller.parent}", "-ldl"]
             return self.exe(relative, source=DLOPEN_PROGRAM, extra=extra)
@@ -168,9 +195,9 @@ def loaded_by_program(program, names, *, env: dict | None = None, cwd=None) -> t
     objects, errors = [], []
     for line in result.stdout.splitlines():
         if line.startswith("OBJECT "):
-            name = line[len("OBJECT "):]
+            name = line[len("OBJECT ") :]
             if name and not name.startswith("linux-vdso"):
                 objects.append(name)
         elif line.startswith("ERROR "):
-            errors.append(line[len("ERROR "):])
+            errors.append(line[len("ERROR ") :])
     return objects, errors, result.stderr

@@ -14,24 +14,55 @@ from __future__ import annotations
 
 import re
 
-NOBLE = ['PRETTY_NAME="Ubuntu 24.04.2 LTS"', 'NAME="Ubuntu"', 'VERSION_ID="24.04"',
-         'VERSION="24.04.2 LTS (Noble Numbat)"', "VERSION_CODENAME=noble", "ID=ubuntu", "ID_LIKE=debian",
-         "UBUNTU_CODENAME=noble"]
-JAMMY = ['PRETTY_NAME="Ubuntu 22.04.5 LTS"', 'NAME="Ubuntu"', 'VERSION_ID="22.04"',
-         'VERSION="22.04.5 LTS (Jammy Jellyfish)"', "VERSION_CODENAME=jammy", "ID=ubuntu", "ID_LIKE=debian",
-         "UBUNTU_CODENAME=jammy"]
-FOCAL = ['NAME="Ubuntu"', 'VERSION="20.04.6 LTS (Focal Fossa)"', "ID=ubuntu", 'PRETTY_NAME="Ubuntu 20.04.6 LTS"',
-         'VERSION_ID="20.04"', "VERSION_CODENAME=focal", "UBUNTU_CODENAME=focal"]
-RX7900XT = ["kfd yes", "pci 0000:00:00.0 0x1022 0x060000 0x14d8", "pci 0000:03:00.0 0x1002 0x030000 0x744c",
-            "pci 0000:03:00.1 0x1002 0x040300 0xab30"]
-DISK = ["/opt /dev/nvme0n1p2 960303848 180303848 780000000 19% /",
-        "/opt/rocm-fleet/venv /dev/nvme0n1p2 960303848 180303848 780000000 19% /"]
+NOBLE = [
+    'PRETTY_NAME="Ubuntu 24.04.2 LTS"',
+    'NAME="Ubuntu"',
+    'VERSION_ID="24.04"',
+    'VERSION="24.04.2 LTS (Noble Numbat)"',
+    "VERSION_CODENAME=noble",
+    "ID=ubuntu",
+    "ID_LIKE=debian",
+    "UBUNTU_CODENAME=noble",
+]
+JAMMY = [
+    'PRETTY_NAME="Ubuntu 22.04.5 LTS"',
+    'NAME="Ubuntu"',
+    'VERSION_ID="22.04"',
+    'VERSION="22.04.5 LTS (Jammy Jellyfish)"',
+    "VERSION_CODENAME=jammy",
+    "ID=ubuntu",
+    "ID_LIKE=debian",
+    "UBUNTU_CODENAME=jammy",
+]
+FOCAL = [
+    'NAME="Ubuntu"',
+    'VERSION="20.04.6 LTS (Focal Fossa)"',
+    "ID=ubuntu",
+    'PRETTY_NAME="Ubuntu 20.04.6 LTS"',
+    'VERSION_ID="20.04"',
+    "VERSION_CODENAME=focal",
+    "UBUNTU_CODENAME=focal",
+]
+RX7900XT = [
+    "kfd yes",
+    "pci 0000:00:00.0 0x1022 0x060000 0x14d8",
+    "pci 0000:03:00.0 0x1002 0x030000 0x744c",
+    "pci 0000:03:00.1 0x1002 0x040300 0xab30",
+]
+DISK = [
+    "/opt /dev/nvme0n1p2 960303848 180303848 780000000 19% /",
+    "/opt/rocm-fleet/venv /dev/nvme0n1p2 960303848 180303848 780000000 19% /",
+]
 USERS = ["maria:x:1000:1000:Maria,,,:/home/maria:/bin/bash", "root:x:0:0:root:/root:/bin/bash"]
 GROUPS_FRESH = ["group render", "group video", "user maria: maria adm cdrom sudo plugdev"]
 GROUPS_DONE = ["group render", "group video", "user maria: maria adm cdrom sudo plugdev render video"]
 ROCM_NONE = ["opt-rocm "]
-ROCM_724 = ["tree /opt/rocm-7.2.4 7.2.4-93", "opt-rocm /opt/rocm-7.2.4", "pkg rocm 7.2.4.70204-93~24.04 ii ",
-            "pkg rocm-core 7.2.4.70204-93~24.04 ii "]
+ROCM_724 = [
+    "tree /opt/rocm-7.2.4 7.2.4-93",
+    "opt-rocm /opt/rocm-7.2.4",
+    "pkg rocm 7.2.4.70204-93~24.04 ii ",
+    "pkg rocm-core 7.2.4.70204-93~24.04 ii ",
+]
 INSTALLER_724 = ["amdgpu-install\t7.2.4.70204-1\tii "]
 LISTS_NOBLE = [
     "==> /etc/apt/sources.list.d/rocm.list",
@@ -45,7 +76,10 @@ LISTS_NOBLE = [
 KERNEL_NOBLE = [
     "running 6.8.0-51-generic",
     "modules 6.8.0-51-generic /lib/modules/6.8.0-51-generic/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko.zst",
-    "image 6.8.0-51-generic", "loaded yes", "kfd yes", "reboot-required no",
+    "image 6.8.0-51-generic",
+    "loaded yes",
+    "kfd yes",
+    "reboot-required no",
     "cmdline BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=0c1e5a0e-6f1a-4e2b-9d4e-2f7f1c9a3b11 ro quiet splash",
     "pkg linux-generic\t6.8.0-51.52\tii \tlinux-image-generic (= 6.8.0-51.52), linux-headers-generic (= 6.8.0-51.52)",
     "pkg linux-image-generic\t6.8.0-51.52\tii \tlinux-image-6.8.0-51-generic, linux-modules-extra-6.8.0-51-generic",
@@ -53,25 +87,46 @@ KERNEL_NOBLE = [
     "pkg linux-modules-6.8.0-51-generic\t6.8.0-51.52\tii \t",
     "pkg linux-modules-extra-6.8.0-51-generic\t6.8.0-51.52\tii \t",
     "pkg linux-headers-6.8.0-51-generic\t6.8.0-51.52\tii \t",
-    "available linux-headers-6.8.0-51-generic", "available linux-modules-extra-6.8.0-51-generic",
+    "available linux-headers-6.8.0-51-generic",
+    "available linux-modules-extra-6.8.0-51-generic",
 ]
-AMD_PIN = ["==> /etc/apt/preferences.d/repo-radeon-pin-600", "Package: *", "Pin: release o=repo.radeon.com",
-           "Pin-Priority: 600", ""]
+AMD_PIN = [
+    "==> /etc/apt/preferences.d/repo-radeon-pin-600",
+    "Package: *",
+    "Pin: release o=repo.radeon.com",
+    "Pin-Priority: 600",
+    "",
+]
 ADDUSER_FRESH = ["==> /etc/adduser.conf", '#EXTRA_GROUPS="users"', "#ADD_EXTRA_GROUPS=0"]
 ADDUSER_DONE = ["==> /etc/adduser.conf", 'EXTRA_GROUPS="users render video"', "ADD_EXTRA_GROUPS=1"]
 # The VenvPathAccess fact (roles/debian/facts.py): /opt/rocm-fleet/venv under root's own /opt.
-VENV_PATH_ACCESS = ["owner 0", "resolved /opt/rocm-fleet", "dir 0 0 41ed root root /", "dir 0 0 41ed root root /opt",
-                    "group root:x:0:", "primary 0 root"]
+VENV_PATH_ACCESS = [
+    "owner 0",
+    "resolved /opt/rocm-fleet",
+    "dir 0 0 41ed root root /",
+    "dir 0 0 41ed root root /opt",
+    "group root:x:0:",
+    "primary 0 root",
+]
 UBUNTU_COLLIDING = ["rocminfo\t5.7.1-3build1\tii ", "hipcc\t5.7.1-3\tii ", "rocm-cmake\t6.0.0-1\tii "]
 UBUNTU_REMOVAL = ["Remv hipcc [5.7.1-3]", "Remv rocm-cmake [6.0.0-1]", "Remv rocminfo [5.7.1-3build1]"]
 
 
-def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), removal=(), groups=GROUPS_FRESH,
-             pins=(), adduser=ADDUSER_FRESH):
+def _answers(
+    os_release,
+    rocm=ROCM_NONE,
+    installer=(),
+    lists=(),
+    colliding=(),
+    removal=(),
+    groups=GROUPS_FRESH,
+    pins=(),
+    adduser=ADDUSER_FRESH,
+):
     # Insertion order matters: the first matching key answers. InstalledRocm's command also runs dpkg-query.
     return {
         "realpath -m": VENV_PATH_ACCESS,  # before "getent passwd": its command runs getent too
-        "echo \"running $r\"": KERNEL_NOBLE,
+        'echo "running $r"': KERNEL_NOBLE,
         "/etc/apt/preferences.d/*": list(pins),
         "/etc/adduser.conf": list(adduser),
         "readlink -e /opt/rocm": list(rocm),
@@ -90,8 +145,15 @@ def _answers(os_release, rocm=ROCM_NONE, installer=(), lists=(), colliding=(), r
 KINDS = {
     "fresh_noble": _answers(NOBLE),
     "fresh_jammy": _answers(JAMMY),
-    "provisioned_noble": _answers(NOBLE, rocm=ROCM_724, installer=INSTALLER_724, lists=LISTS_NOBLE,
-                                  groups=GROUPS_DONE, pins=AMD_PIN, adduser=ADDUSER_DONE),
+    "provisioned_noble": _answers(
+        NOBLE,
+        rocm=ROCM_724,
+        installer=INSTALLER_724,
+        lists=LISTS_NOBLE,
+        groups=GROUPS_DONE,
+        pins=AMD_PIN,
+        adduser=ADDUSER_DONE,
+    ),
     "colliding_noble": _answers(NOBLE, colliding=UBUNTU_COLLIDING, removal=UBUNTU_REMOVAL),
     "focal": _answers(FOCAL),
 }

@@ -13,7 +13,9 @@ def mounts_inside(directory: Path) -> list[str]:
     top = os.path.realpath(directory)
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        point = (
+            line.split()[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        )
         if point == top or point.startswith(top + "/"):
             found.append(point)
     return found
@@ -72,6 +74,8 @@ def listening(ports) -> list[int]:
 
 def leftovers(directory: Path, ports=()) -> list[str]:
     """One line per thing left: a mount in `directory`, a process rooted in it, a port still accepting connections."""
-    return ([f"mount {m}" for m in mounts_inside(directory)]
-            + [f"process {p}" for p in processes_inside(directory)]
-            + [f"port {p} listening" for p in listening(ports)])
+    return (
+        [f"mount {m}" for m in mounts_inside(directory)]
+        + [f"process {p}" for p in processes_inside(directory)]
+        + [f"port {p} listening" for p in listening(ports)]
+    )

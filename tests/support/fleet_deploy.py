@@ -37,11 +37,23 @@ ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-
 NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
 
 
-def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str | None = None,
-                dry: bool = False, probe: Path | None = None) -> list[str]:
+def deploy_argv(
+    inventory: Path,
+    task: str = "deploy.py",
+    *data: str,
+    limit: str | None = None,
+    dry: bool = False,
+    probe: Path | None = None,
+) -> list[str]:
     # probe: bench/run_probe.py rides along (first deploy file) and writes what each host was asked to `probe`.
-    argv = [PYINFRA, str(inventory), *(["bench/run_probe.py"] if probe else []), task, "--dry" if dry else "-y",
-            "--json"]
+    argv = [
+        PYINFRA,
+        str(inventory),
+        *(["bench/run_probe.py"] if probe else []),
+        task,
+        "--dry" if dry else "-y",
+        "--json",
+    ]
     if limit is not None:
         argv += ["--limit", limit]
     for item in data:
@@ -49,36 +61,58 @@ def deploy_argv(inventory: Path, task: str = "deploy.py", *data: str, limit: str
     return argv
 
 
-def deploy(inventory: Path, task: str = "deploy.py", *data: str, timeout: float | None = None,
-           limit: str | None = None, dry: bool = False, probe: Path | None = None) -> PyinfraRun:
+def deploy(
+    inventory: Path,
+    task: str = "deploy.py",
+    *data: str,
+    timeout: float | None = None,
+    limit: str | None = None,
+    dry: bool = False,
+    probe: Path | None = None,
+) -> PyinfraRun:
     """`pyinfra INVENTORY TASK -y --json [--limit HOST] [--data K=V …]` from the repository root, as users run it
     (dry=True: `--dry` instead of `-y`: the plan, nothing changed). No time limit unless given: a run takes what the
     machine's load makes it take (pytest-timeout is the hang guard). probe: a path where bench/run_probe.py writes
     every command and file transfer of each host, by stage (it changes nothing and adds no operation)."""
     env = {**ENV, "ROCM_FLEET_PROBE": str(probe)} if probe else ENV
-    done = subprocess.run(deploy_argv(inventory, task, *data, limit=limit, dry=dry, probe=probe), capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=timeout)
+    done = subprocess.run(
+        deploy_argv(inventory, task, *data, limit=limit, dry=dry, probe=probe),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+    )
     return finished(done)
 
 
 def start_deploy(inventory: Path, task: str = "deploy.py", *data: str) -> subprocess.Popen:
     """The same run, started in the background (communicate() it, then `finished(CompletedProcess(...))`)."""
-    return subprocess.Popen(deploy_argv(inventory, task, *data), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO, env=ENV)
+    return subprocess.Popen(
+        deploy_argv(inventory, task, *data),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+    )
 
 
 def host_lines(log: str, host: str) -> list[str]:
     """The lines pyinfra printed for `host` ("[ws2] …"), without the prefix."""
     prefix = f"[{host}] "
-    return [line.strip()[len(prefix):] for line in log.splitlines() if line.strip().startswith(prefix)]
+    return [line.strip()[len(prefix) :] for line in log.splitlines() if line.strip().startswith(prefix)]
 
 
 def operation_names(log: str, contains: str) -> set[str]:
     """The names pyinfra printed for the one operation whose "--> Starting operation:" line contains `contains`. An
     operation named differently on different hosts gets all the names on one line, joined from a set: their order
     follows the pyinfra process's hash seed, so they are compared as a set."""
-    starts = [line.split("--> Starting operation: ", 1)[1].strip() for line in log.splitlines()
-              if line.startswith("--> Starting operation: ") and contains in line]
+    starts = [
+        line.split("--> Starting operation: ", 1)[1].strip()
+        for line in log.splitlines()
+        if line.startswith("--> Starting operation: ") and contains in line
+    ]
     assert len(starts) == 1, starts
     return set(starts[0].split(", "))
 
@@ -111,7 +145,6 @@ def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
     return found
 
 
-
 def boot_unit_command(root: Path, key: str = "ExecStart") -> str:
     """The ExecStart (or ExecStartPre) command of the boot check's unit on a host (a chroot has no systemd as PID 1:
     tests run it by hand, with `sh -c`, which reads systemd's quoting of these words alike)."""
@@ -119,7 +152,7 @@ def boot_unit_command(root: Path, key: str = "ExecStart") -> str:
 
     unit = (root / UNIT_PATH.lstrip("/")).read_text()
     [line] = [line for line in unit.splitlines() if line.startswith(f"{key}=")]
-    return line[len(f"{key}="):]
+    return line[len(f"{key}=") :]
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
@@ -132,5 +165,5 @@ def snapshot(root: Path) -> dict[str, tuple]:
             for name in subdirectories + files:
                 path = os.path.join(directory, name)
                 info = os.lstat(path)
-                found[path[len(str(root)):]] = (info.st_mtime_ns, info.st_size, info.st_mode)
+                found[path[len(str(root)) :]] = (info.st_mtime_ns, info.st_size, info.st_mode)
     return found

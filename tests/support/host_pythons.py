@@ -21,9 +21,14 @@ PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
 
 def interpreter(version: str) -> str:
     """The newest pyenv build of CPython `version` (3.X), or a skip that names it."""
-    found = sorted((path for path in PYENV.glob(f"{version}.*/bin/python3")
-                    if re.fullmatch(rf"{re.escape(version)}\.\d+", path.parents[1].name)),
-                   key=lambda path: int(path.parents[1].name.rsplit(".", 1)[1]))
+    found = sorted(
+        (
+            path
+            for path in PYENV.glob(f"{version}.*/bin/python3")
+            if re.fullmatch(rf"{re.escape(version)}\.\d+", path.parents[1].name)
+        ),
+        key=lambda path: int(path.parents[1].name.rsplit(".", 1)[1]),
+    )
     if not found:
         pytest.skip(f"no CPython {version} ({OTHER_PYTHONS[version]}'s python3) under {PYENV}")
     return str(found[-1])

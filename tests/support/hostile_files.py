@@ -18,9 +18,9 @@ import socket
 import stat
 import tempfile
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 KINDS = ("fifo", "chardev", "symlink to /dev/zero", "socket", "directory")
 DEV_ZERO = os.major(os.stat("/dev/zero").st_rdev), os.minor(os.stat("/dev/zero").st_rdev)

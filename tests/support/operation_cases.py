@@ -34,8 +34,14 @@ from roles.host_lock import LOCK_FILE, under_host_lock
 from tests.support.pyinfra_ops import FakeHost
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
-_HOST_LOCK = re.compile(r"^\( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > " + re.escape(LOCK_FILE)
-                        + r"; (.*) \) 9>> " + re.escape(LOCK_FILE) + "$", re.DOTALL)
+_HOST_LOCK = re.compile(
+    r"^\( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > "
+    + re.escape(LOCK_FILE)
+    + r"; (.*) \) 9>> "
+    + re.escape(LOCK_FILE)
+    + "$",
+    re.DOTALL,
+)
 
 
 class OutputHost(FakeHost):
@@ -105,8 +111,11 @@ def jsonable(value: Any) -> Any:
 def grouped_cases(directory: Path) -> list[tuple[str, str, dict]]:
     """(subject, case name, case) for every <subject>/<case>.json under `directory`, where the subject is the name of
     a fact class or an operation."""
-    return [(subject.name, name, case) for subject in sorted(p for p in directory.iterdir() if p.is_dir())
-            for name, case in load_cases(subject)]
+    return [
+        (subject.name, name, case)
+        for subject in sorted(p for p in directory.iterdir() if p.is_dir())
+        for name, case in load_cases(subject)
+    ]
 
 
 def case_ids(cases: list[tuple[str, str, dict]]) -> list[str]:

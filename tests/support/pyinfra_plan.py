@@ -52,8 +52,9 @@ def plan(inventory_path: str, deploy_file: str) -> dict[str, list[dict]]:
                 continue
             with ctx_host.use(host):
                 commands = [render(command) for command in op_data.command_generator()]
-            found[host.name].append({"name": ", ".join(sorted(meta.names)), "changes": bool(commands),
-                                     "commands": commands})
+            found[host.name].append(
+                {"name": ", ".join(sorted(meta.names)), "changes": bool(commands), "commands": commands}
+            )
     return found
 
 

@@ -14,25 +14,47 @@ from typing import Any
 from verify.report.report import CheckResult, Facts, HostInfo, ProbeAccountFacts, Report, Request, build_report
 
 HOSTNAME = "ws1"
-REQUEST = {"venv": "/opt/rocm-fleet/venv", "expect_rocm": "7.2.4", "expect_bitsandbytes": "0.50.1", "device": "auto",
-           "gpu_required": True, "static_only": False, "root": "/", "torch_label": None}
+REQUEST = {
+    "venv": "/opt/rocm-fleet/venv",
+    "expect_rocm": "7.2.4",
+    "expect_bitsandbytes": "0.50.1",
+    "device": "auto",
+    "gpu_required": True,
+    "static_only": False,
+    "root": "/",
+    "torch_label": None,
+}
 STATIC = ("linkage.static", "versions.rocm", "versions.torch", "versions.bitsandbytes", "strays")
 RUNTIME = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.maps", "nf4.cuda0")
 
 
-FACTS = Facts(rocm="7.2.4-93", torch="2.13.0+rocm7.2", torch_hip="7.2.53211", bitsandbytes="0.50.1",
-              bnb_library="libbitsandbytes_rocm72.so", gpus=(), device_mode="gpu", linkage=None, strays=None, nf4=(),
-              probe_account=ProbeAccountFacts("alice", 1001, ("alice", "render", "video")))
+FACTS = Facts(
+    rocm="7.2.4-93",
+    torch="2.13.0+rocm7.2",
+    torch_hip="7.2.53211",
+    bitsandbytes="0.50.1",
+    bnb_library="libbitsandbytes_rocm72.so",
+    gpus=(),
+    device_mode="gpu",
+    linkage=None,
+    strays=None,
+    nf4=(),
+    probe_account=ProbeAccountFacts("alice", 1001, ("alice", "render", "video")),
+)
 
 
-def sample(statuses: dict[str, str] | None = None, *, static_only: bool = False,
-           checks: list[CheckResult] | None = None) -> Report:
+def sample(
+    statuses: dict[str, str] | None = None, *, static_only: bool = False, checks: list[CheckResult] | None = None
+) -> Report:
     """Every check "pass" unless `statuses` says otherwise ({check id: status}; an id mapped to None is left out);
     `checks`: these instead."""
     statuses = statuses or {}
     ids = STATIC if static_only else STATIC + RUNTIME
-    checks = checks or [CheckResult(i, i, statuses.get(i, "pass"), f"{i}: {statuses.get(i, 'pass')}")
-                        for i in ids if statuses.get(i, "pass") is not None]
+    checks = checks or [
+        CheckResult(i, i, statuses.get(i, "pass"), f"{i}: {statuses.get(i, 'pass')}")
+        for i in ids
+        if statuses.get(i, "pass") is not None
+    ]
     return build_report(
         host=HostInfo(HOSTNAME, "Ubuntu 24.04.4 LTS", "6.17.0", "x86_64", "3.12.3"),
         request=Request(**dict(REQUEST, static_only=static_only)),

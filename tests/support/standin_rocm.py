@@ -54,37 +54,78 @@ class StandinImage:
         self.build.exe(f"{VENV.lstrip('/')}/bin/python")
         self._write_dpkg()
 
-    def torch(self, *, bundled_sonames: str = "upstream", version: str = "2.13.0+rocm7.2",
-              hip: str | None = "7.2.53211-standin") -> None:
+    def torch(
+        self,
+        *,
+        bundled_sonames: str = "upstream",
+        version: str = "2.13.0+rocm7.2",
+        hip: str | None = "7.2.53211-standin",
+    ) -> None:
         """torch/_C → libtorch_python → libtorch_hip → bundled HIP/hipBLAS/hipBLASLt copies, all RPATH $ORIGIN."""
         lib = f"{SITE.lstrip('/')}/torch/lib"
         upstream = bundled_sonames == "upstream"
-        self.build.lib(f"{lib}/libhsa-runtime64.so", soname="libhsa-runtime64.so.1" if upstream else "libhsa-runtime64.so", rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libamdhip64.so", soname="libamdhip64.so.7" if upstream else "libamdhip64.so",
-                       needed=["libhsa-runtime64.so"], rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libhipblaslt.so", soname="libhipblaslt.so.1" if upstream else "libhipblaslt.so",
-                       needed=["libamdhip64.so"], rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libhipblas.so", soname="libhipblas.so.3" if upstream else "libhipblas.so",
-                       needed=["libamdhip64.so", "libhipblaslt.so"], rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libtorch_hip.so", soname="libtorch_hip.so",
-                       needed=["libamdhip64.so", "libhipblas.so", "libhipblaslt.so"], rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libtorch_python.so", soname="libtorch_python.so", needed=["libtorch_hip.so"],
-                       rpath="$ORIGIN")
-        self.build.lib(f"{lib}/libtorch_global_deps.so", soname="libtorch_global_deps.so",
-                       needed=["libamdhip64.so"], rpath="$ORIGIN")
-        self.build.lib(f"{SITE.lstrip('/')}/torch/_C.cpython-311-x86_64-linux-gnu.so", needed=["libtorch_python.so"],
-                       runpath="$ORIGIN:$ORIGIN/lib")
+        self.build.lib(
+            f"{lib}/libhsa-runtime64.so",
+            soname="libhsa-runtime64.so.1" if upstream else "libhsa-runtime64.so",
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{lib}/libamdhip64.so",
+            soname="libamdhip64.so.7" if upstream else "libamdhip64.so",
+            needed=["libhsa-runtime64.so"],
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{lib}/libhipblaslt.so",
+            soname="libhipblaslt.so.1" if upstream else "libhipblaslt.so",
+            needed=["libamdhip64.so"],
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{lib}/libhipblas.so",
+            soname="libhipblas.so.3" if upstream else "libhipblas.so",
+            needed=["libamdhip64.so", "libhipblaslt.so"],
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{lib}/libtorch_hip.so",
+            soname="libtorch_hip.so",
+            needed=["libamdhip64.so", "libhipblas.so", "libhipblaslt.so"],
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{lib}/libtorch_python.so", soname="libtorch_python.so", needed=["libtorch_hip.so"], rpath="$ORIGIN"
+        )
+        self.build.lib(
+            f"{lib}/libtorch_global_deps.so",
+            soname="libtorch_global_deps.so",
+            needed=["libamdhip64.so"],
+            rpath="$ORIGIN",
+        )
+        self.build.lib(
+            f"{SITE.lstrip('/')}/torch/_C.cpython-311-x86_64-linux-gnu.so",
+            needed=["libtorch_python.so"],
+            runpath="$ORIGIN:$ORIGIN/lib",
+        )
         self.write(f"{SITE}/torch/version.py", f"__version__ = {version!r}\nhip = {hip!r}\ncuda = None\n")
-        self.write(f"{SITE}/torch-{version}.dist-info/METADATA", f"Metadata-Version: 2.4\nName: torch\nVersion: {version}\n\n")
+        self.write(
+            f"{SITE}/torch-{version}.dist-info/METADATA", f"Metadata-Version: 2.4\nName: torch\nVersion: {version}\n\n"
+        )
 
     def bitsandbytes(self, version: str = "0.50.1") -> None:
         """The bitsandbytes layout with a stand-in libbitsandbytes_rocm72.so linked like the real one."""
         package = f"{SITE.lstrip('/')}/bitsandbytes"
-        self.build.lib(f"{package}/libbitsandbytes_rocm72.so", soname="libbitsandbytes_rocm72.so",
-                       needed=["libhipblas.so.3", "libhipblaslt.so.1"], runpath="/opt/rocm/lib:/opt/rocm-7.2.4/lib")
+        self.build.lib(
+            f"{package}/libbitsandbytes_rocm72.so",
+            soname="libbitsandbytes_rocm72.so",
+            needed=["libhipblas.so.3", "libhipblaslt.so.1"],
+            runpath="/opt/rocm/lib:/opt/rocm-7.2.4/lib",
+        )
         self.write(f"{SITE}/bitsandbytes/__init__.py", "")
-        self.write(f"{SITE}/bitsandbytes-{version}.dist-info/METADATA",
-                   f"Metadata-Version: 2.1\nName: bitsandbytes\nVersion: {version}\n\n")
+        self.write(
+            f"{SITE}/bitsandbytes-{version}.dist-info/METADATA",
+            f"Metadata-Version: 2.1\nName: bitsandbytes\nVersion: {version}\n\n",
+        )
 
     def system_rocm(self, release: str = "7.2.4", build: str = "70204", *, needed_by_hipblas=()) -> None:
         """/opt/rocm-RELEASE/lib with hipBLAS, hipBLASLt and HIP, /opt/rocm -> /etc/alternatives/rocm -> it (absolute
@@ -92,8 +133,11 @@ class StandinImage:
         lib = f"opt/rocm-{release}/lib"
         self.build.lib(f"{lib}/libamdhip64.so.7", soname="libamdhip64.so.7")
         self.build.lib(f"{lib}/libhipblaslt.so.1", soname="libhipblaslt.so.1", needed=["libamdhip64.so.7"])
-        self.build.lib(f"{lib}/libhipblas.so.3", soname="libhipblas.so.3",
-                       needed=["libamdhip64.so.7", "libhipblaslt.so.1", *needed_by_hipblas])
+        self.build.lib(
+            f"{lib}/libhipblas.so.3",
+            soname="libhipblas.so.3",
+            needed=["libamdhip64.so.7", "libhipblaslt.so.1", *needed_by_hipblas],
+        )
         self.write(f"/opt/rocm-{release}/.info/version", f"{release}-93\n")
         # rocm-opencl's drop-in (10-rocm-opencl.conf, as AMD's package installs it) puts every ROCm library into the
         # loader's default search; the image has no ld.so.cache, so the analyser reads ld.so.conf as ldconfig would.

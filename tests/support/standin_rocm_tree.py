@@ -44,7 +44,8 @@ def install_standin_rocm(root: Path, release: str = RELEASE) -> Path:
             shutil.copy2(built, lib / soname)
     (top / MARKER).write_text(
         f"STAND-IN for ROCm {release}: gcc-built libraries with ROCm's SONAMEs and no ROCm code, written by the "
-        "rocm-fleet tests (tests/support/standin_rocm_tree.py). Not an AMD installation.\n")
+        "rocm-fleet tests (tests/support/standin_rocm_tree.py). Not an AMD installation.\n"
+    )
     alternatives = root / "etc/alternatives"
     alternatives.mkdir(parents=True, exist_ok=True)
     links = ((alternatives / "rocm", f"/opt/rocm-{release}"), (root / "opt/rocm", "/etc/alternatives/rocm"))

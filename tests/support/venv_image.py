@@ -107,21 +107,39 @@ def venv_image() -> Iterator[VenvImage]:
         host = fleet.host("ws1")
         # A workstation without python3-venv (the stage installs it) and without PyPI (pip installs offline).
         host.run(["apt-get", "purge", "-y", "-q", "python3-venv", "python3.11-venv"])
-        pypi = host.run(["python3", "-c", "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', "
-                                          "timeout=10)"], check=False)
+        pypi = host.run(
+            ["python3", "-c", "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/', timeout=10)"],
+            check=False,
+        )
         run = deploy(fleet.inventory, "tasks/venv.py")
         assert run.returncode == 0, run.explain()
         # The stage really made it here: the wheelhouse pushed, the venv created, torch and bitsandbytes installed.
-        made = [name for name in run.changed_operations if name.startswith(("Venv | Wheelhouse ", "Venv | venv ",
-                                                                             "Venv | torch=="))]
+        made = [
+            name
+            for name in run.changed_operations
+            if name.startswith(("Venv | Wheelhouse ", "Venv | venv ", "Venv | torch=="))
+        ]
         assert len(made) == 3, run.explain()
         again = deploy(fleet.inventory, "tasks/venv.py")
         # -B: the check writes no bytecode into the image, which the borrowers' hosts must find as the stage left it.
-        imported = host.run([f"{VENV_PATH}/bin/python", "-B", "-c", "import torch, bitsandbytes; "
-                             "print(torch.__version__, bitsandbytes.__version__)"], check=False)
+        imported = host.run(
+            [
+                f"{VENV_PATH}/bin/python",
+                "-B",
+                "-c",
+                "import torch, bitsandbytes; print(torch.__version__, bitsandbytes.__version__)",
+            ],
+            check=False,
+        )
         host.stop_sshd()  # from here on nothing reaches it: the lent layers stay as the stage left them
         # Its root's overlay too: a directory lent as another overlay's lower layer must not be any mount's upper
         # layer (the kernel warns of undefined behaviour when files are reached through both).
         release_tree(host.root)
-        yield VenvImage(host.root, made=run, again=again, pypi_reachable=pypi.returncode == 0,
-                        imported=imported.stdout, import_errors=imported.stderr[-2000:])
+        yield VenvImage(
+            host.root,
+            made=run,
+            again=again,
+            pypi_reachable=pypi.returncode == 0,
+            imported=imported.stdout,
+            import_errors=imported.stderr[-2000:],
+        )

@@ -25,7 +25,9 @@ TORCH_CPU = ("torch==2.13.0", "bitsandbytes==0.50.1")
 # the system python3 (Debian's 3.11), so that its probe can run as an unprivileged account, as it runs as venv_owner
 # on a host: the test runner's own python may sit under root's 0700 home.
 TORCH_CPU_TRANSFORMERS = (
-    *TORCH_CPU, f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}",
+    *TORCH_CPU,
+    f"transformers=={pins.TRANSFORMERS_VERSION}",
+    f"accelerate=={pins.ACCELERATE_VERSION}",
 )
 SYSTEM_PYTHON = "/usr/bin/python3"
 # torch 2.14.1 is a CUDA build with nvidia-* wheels (about 5.5 GB): a large venv whose libraries find each other

@@ -29,7 +29,10 @@ def torch_cpu_venv() -> Path:
 
 
 def run_check(
-    venv: Path, *arguments: str, standin: str | None = None, env: dict[str, str] | None = None,
+    venv: Path,
+    *arguments: str,
+    standin: str | None = None,
+    env: dict[str, str] | None = None,
     expect_rocm: str = "7.2.4",
 ) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
     """(the JSON report or None, the finished process) of `verify check --venv VENV --expect-rocm … --json ARGS`."""
@@ -38,9 +41,22 @@ def run_check(
         full_env["PYTHONPATH"] = str(STANDINS / standin)
     full_env.update(env or {})
     done = subprocess.run(
-        [sys.executable, "-m", "verify", "check", "--venv", str(venv), "--expect-rocm", expect_rocm, "--json",
-         *arguments],
-        cwd=REPO, env=full_env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "verify",
+            "check",
+            "--venv",
+            str(venv),
+            "--expect-rocm",
+            expect_rocm,
+            "--json",
+            *arguments,
+        ],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
     )
     report = json.loads(done.stdout) if done.stdout.strip().startswith("{") else None
     return report, done
@@ -49,9 +65,23 @@ def run_check(
 def run_check_root(root: Path, *arguments: str, venv: str = "/opt/rocm-fleet/venv") -> tuple[dict[str, Any], int]:
     """(report, exit code) of `verify check --root ROOT` on a filesystem image (static checks only)."""
     done = subprocess.run(
-        [sys.executable, "-m", "verify", "check", "--root", str(root), "--venv", venv, "--expect-rocm", "7.2.4",
-         "--json", *arguments],
-        cwd=REPO, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "verify",
+            "check",
+            "--root",
+            str(root),
+            "--venv",
+            venv,
+            "--expect-rocm",
+            "7.2.4",
+            "--json",
+            *arguments,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert done.stdout.startswith("{"), done.stderr
     return json.loads(done.stdout), done.returncode
@@ -60,7 +90,9 @@ def run_check_root(root: Path, *arguments: str, venv: str = "/opt/rocm-fleet/ven
 _CACHE: dict[tuple, tuple[dict[str, Any] | None, subprocess.CompletedProcess]] = {}
 
 
-def cached_check(venv: Path, *arguments: str, standin: str | None = None) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
+def cached_check(
+    venv: Path, *arguments: str, standin: str | None = None
+) -> tuple[dict[str, Any] | None, subprocess.CompletedProcess]:
     """`run_check`, run once per test session for the same inputs (several test modules read the same real report)."""
     key = (str(venv), arguments, standin)
     if key not in _CACHE:

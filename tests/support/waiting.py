@@ -20,8 +20,9 @@ HANG_GUARD_S = 600.0
 T = TypeVar("T")
 
 
-def wait_for(condition: Callable[[], T], what: str, *, poll_s: float = 0.05,
-             hang_guard_s: float | None = HANG_GUARD_S) -> T:
+def wait_for(
+    condition: Callable[[], T], what: str, *, poll_s: float = 0.05, hang_guard_s: float | None = HANG_GUARD_S
+) -> T:
     """Call `condition` until it returns something true, and return that. hang_guard_s None: no cap of its own, for a
     condition that includes the end of what is waited on (a process that ends by itself)."""
     give_up = time.monotonic() + (hang_guard_s if hang_guard_s is not None else float("inf"))
@@ -30,8 +31,9 @@ def wait_for(condition: Callable[[], T], what: str, *, poll_s: float = 0.05,
         if found:
             return found
         if time.monotonic() > give_up:
-            raise AssertionError(f"still waiting for {what} after {hang_guard_s:.0f} s (a hang guard, not a budget: "
-                                 "it never happened)")
+            raise AssertionError(
+                f"still waiting for {what} after {hang_guard_s:.0f} s (a hang guard, not a budget: it never happened)"
+            )
         time.sleep(poll_s)
 
 

@@ -66,5 +66,7 @@ def kept_fleet(tmp_path_factory, venv_image):
         _plant(fleet)
         venv_image.lend(fleet.host("ws1"))
         first = deploy(fleet.inventory, "deploy.py", limit="ws1")
-        assert first.returncode == 1 and "[ws1] ws1: verification failed — linkage.static:" in first.log, first.explain()
+        assert first.returncode == 1 and "[ws1] ws1: verification failed — linkage.static:" in first.log, (
+            first.explain()
+        )
         yield KeptFleet(fleet, reports, first)

@@ -22,12 +22,17 @@ from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR, HOOK_PREFIX
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, snapshot
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
-NEW_STRAY = ("worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
-             "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)")
+NEW_STRAY = (
+    "worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
+    "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +64,10 @@ def test_hook_installed_then_nothing_to_do(fleet):
     run = deploy(up.inventory, "tasks/apt_hook.py")
     assert run.returncode == 0, run.explain()
     assert HOOK_OP in run.changed_operations, run.explain()
-    assert "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1" in (
-        host.root / CONF_PATH.lstrip("/")).read_text()
+    assert (
+        "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1"
+        in (host.root / CONF_PATH.lstrip("/")).read_text()
+    )
     baseline = json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())
     assert baseline["report"]["request"]["static_only"] is True and baseline["drift"] is None
 
@@ -74,7 +81,8 @@ def test_hook_installed_then_nothing_to_do(fleet):
     # The baseline report of the controller: the host fails (no system ROCm), as it will throughout.
     run = deploy(up.inventory, "tasks/verify.py")
     assert run.returncode == 1 and "[ws1] ws1: verification failed — linkage.static: libhipblas.so.3" in run.log, (
-        run.explain())
+        run.explain()
+    )
 
 
 def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
@@ -84,8 +92,9 @@ def test_apt_pulling_a_stray_in_shows_the_hooks_warning_in_apts_output(fleet):
     code, hook, output = apt(host, "install", "slurm-wlm-rsmi-plugin")
     assert code == 0, output[-3000:]
     assert "Setting up librocm-smi64-1 (5.2.3-2)" in output
-    assert hook[0] == (f"{HOOK_PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse "
-                       "(check now FAIL):")
+    assert hook[0] == (
+        f"{HOOK_PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse (check now FAIL):"
+    )
     assert f"{HOOK_PREFIX}   {NEW_STRAY}" in hook
     assert hook[-1].startswith(f"{HOOK_PREFIX} now FAIL: linkage.static: libhipblas.so.3")
 
@@ -98,7 +107,7 @@ def test_the_next_verify_run_reports_the_drift(fleet):
     [line] = [line for line in run.log.splitlines() if previous in line and "librocm-smi64-1" in line]
     assert line.strip().startswith(f"[ws1] {previous}") and line.endswith(NEW_STRAY.replace("worse: ", "", 1))
     summary = (reports / "summary.md").read_text()
-    assert line.strip()[len("[ws1] "):] in summary
+    assert line.strip()[len("[ws1] ") :] in summary
 
 
 def test_purging_it_clears_the_warning(fleet):

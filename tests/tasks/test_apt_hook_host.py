@@ -18,7 +18,6 @@ import pytest
 from roles.apt_hook.model import (
     CONF_PARTIAL_PREFIX,
     CONF_PATH,
-    HOOK_DIR,
     LOCK_WHAT,
     VERIFIER_COPY,
     WORK_PREFIX,
@@ -29,12 +28,17 @@ from tests.support.chroot_hosts import finished
 from tests.support.fleet_checks import rooted_processes
 from tests.support.fleet_deploy import ENV, REPO, deploy, deploy_argv, host_lines, snapshot, start_deploy
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
-DAMAGED = (f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file changed, went missing "
-           "or was added): extracting it again")
+DAMAGED = (
+    f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file changed, went missing "
+    "or was added): extracting it again"
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +65,21 @@ def test_bad_inventory_data_stops_the_run_before_anything_runs_on_the_host(fleet
     before pyinfra sends a single command (-vv would echo each as `>>>`), and the host's filesystem is as it was."""
     up, host = fleet
     before = snapshot(host.root)
-    done = subprocess.run(deploy_argv(up.inventory, "deploy.py", "venv_path=/opt/a b") + ["-vv"], capture_output=True,
-                          text=True, cwd=REPO, env=ENV)
+    done = subprocess.run(
+        deploy_argv(up.inventory, "deploy.py", "venv_path=/opt/a b") + ["-vv"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+    )
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     [error] = [line for line in output.splitlines() if "pyinfra error" in line]
-    assert error.endswith("inventory data of host ws1, key venv_path (--data): got '/opt/a b', which has a space at "
-                          "character 7: a path may hold only ASCII letters, digits and _ @ % + = : , . / - — use a "
-                          "directory whose path has only those, e.g. '/opt/rocm-fleet/venv'"), output
+    assert error.endswith(
+        "inventory data of host ws1, key venv_path (--data): got '/opt/a b', which has a space at "
+        "character 7: a path may hold only ASCII letters, digits and _ @ % + = : , . / - — use a "
+        "directory whose path has only those, e.g. '/opt/rocm-fleet/venv'"
+    ), output
     assert ">>>" not in output, output
     assert snapshot(host.root) == before
 
@@ -106,9 +117,14 @@ class HostLockHolder:
 
     def __init__(self, host):
         command = under_host_lock("echo held; cat > /dev/null", 600, LOCK_WHAT)
-        self.process = subprocess.Popen(host.command(["sh", "-c", command]), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            host.command(["sh", "-c", command]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         line = self.process.stdout.readline()
         assert line == "held\n", (line, self.process.stderr.read())
 
@@ -193,8 +209,9 @@ def test_two_runs_started_together_without_help_end_correctly(fleet):
     expected_config = (host.root / CONF_PATH.lstrip("/")).read_text()
     for _ in range(2):
         make_both_runs_change_everything(host)
-        assert_intact(host, finish([start_deploy(up.inventory, "tasks/apt_hook.py") for _ in range(2)]),
-                      expected_config)
+        assert_intact(
+            host, finish([start_deploy(up.inventory, "tasks/apt_hook.py") for _ in range(2)]), expected_config
+        )
 
 
 def test_a_run_that_waits_longer_than_dpkg_lock_timeout_fails_with_one_line_naming_the_holder(fleet):

@@ -37,8 +37,11 @@ from tests.support.amd_mirror import PIN_FILE, build_mirror, serving
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 VENV = "/opt/rocm-fleet/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
@@ -54,8 +57,14 @@ def workstation(tmp_path_factory, venv_image):
     reports = tmp_path_factory.mktemp("reports")
     with serving(mirror) as url:
         sha256 = build_mirror(mirror, url)
-        data = {"rocm_install": "install", "min_free_disk_gb": 1, "repo_radeon_base_url": url,
-                "amdgpu_install_sha256": sha256, "dpkg_lock_timeout": 120, "reports_dir": str(reports)}
+        data = {
+            "rocm_install": "install",
+            "min_free_disk_gb": 1,
+            "repo_radeon_base_url": url,
+            "amdgpu_install_sha256": sha256,
+            "dpkg_lock_timeout": 120,
+            "reports_dir": str(reports),
+        }
         with Fleet.up(n=1, login="admin", data=data) as up:
             host = up.host("ws1")
             # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
@@ -79,8 +88,7 @@ def check(report: dict, check_id: str) -> dict:
 
 def apt(host, *arguments: str) -> tuple[list[str], str]:
     """apt-get as the admin runs it (over SSH, with sudo): the hook's lines and all output."""
-    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments],
-                    check=False)
+    done = host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", *arguments], check=False)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     return [line for line in output.splitlines() if line.startswith(HOOK_PREFIX)], output
@@ -88,13 +96,15 @@ def apt(host, *arguments: str) -> tuple[list[str], str]:
 
 # --- AMD's pin -------------------------------------------------------------------------------------------------------
 
+
 def test_amds_pin_removed_by_hand_fails_the_next_verification_with_the_fix_and_the_rocm_stage_restores_it(workstation):
     up, host, reports = workstation
     _, report = verify(up, reports)
     assert check(report, "apt.pin")["status"] == "pass", check(report, "apt.pin")
     assert check(report, "apt.pin")["reason"] == (
         f"AMD's pin {PIN_FILE} (600) is effective: apt's candidates for rocminfo, hipcc, rocm-cmake, rocm-device-libs "
-        "come from repo.radeon.com")
+        "come from repo.radeon.com"
+    )
     assert check(report, "apt.lists")["status"] == "pass"
 
     host.ssh(["sudo", "rm", PIN_FILE])
@@ -105,34 +115,48 @@ def test_amds_pin_removed_by_hand_fails_the_next_verification_with_the_fix_and_t
     assert pin["reason"].startswith(
         "AMD's pin is missing (no /etc/apt/preferences.d/repo-radeon-pin-600 or /etc/apt/preferences.d/rocm-pin-600 "
         "pinning o=repo.radeon.com above 500): an upgrade can replace AMD's packages with the distribution's (apt's "
-        "candidate for rocminfo is 5.2.3-2 (priority 500, from http://")
+        "candidate for rocminfo is 5.2.3-2 (priority 500, from http://"
+    )
     assert pin["reason"].endswith(
         "restore it: pyinfra INVENTORY tasks/rocm.py (it writes /etc/apt/preferences.d/repo-radeon-pin-600: "
-        "Package: * / Pin: release o=repo.radeon.com / Pin-Priority: 600)")
+        "Package: * / Pin: release o=repo.radeon.com / Pin-Priority: 600)"
+    )
     assert report["facts"]["apt_pin"]["status"] == "fail"
-    assert any(line.startswith("DRIFT worse since") and "apt.pin: pass → fail" in line
-               for line in host_lines(run.log, "ws1")), run.explain()
+    assert any(
+        line.startswith("DRIFT worse since") and "apt.pin: pass → fail" in line for line in host_lines(run.log, "ws1")
+    ), run.explain()
 
     run = deploy(up.inventory, "tasks/rocm.py")
     assert run.returncode == 0, run.explain()
     assert "ROCm | AMD's apt pin (o=repo.radeon.com, 600)" in run.changed_operations, run.explain()
     assert (host.root / PIN_FILE.lstrip("/")).read_text() == (
-        "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n")
+        "Package: *\nPin: release o=repo.radeon.com\nPin-Priority: 600\n"
+    )
     _, report = verify(up, reports)
     assert check(report, "apt.pin")["status"] == "pass"
 
 
 # --- kernels ---------------------------------------------------------------------------------------------------------
 
+
 def _kernel_deb(tmp_path: Path, release: str, amdgpu: bool) -> Path:
     """A STAND-IN kernel package: a placeholder image and modules directory, with or without a placeholder amdgpu.ko."""
-    files = {f"/boot/vmlinuz-{release}": b"STAND-IN kernel image (tests only)\n",
-             f"/lib/modules/{release}/modules.order": b""}
+    files = {
+        f"/boot/vmlinuz-{release}": b"STAND-IN kernel image (tests only)\n",
+        f"/lib/modules/{release}/modules.order": b"",
+    }
     if amdgpu:
         files[f"/lib/modules/{release}/kernel/drivers/gpu/drm/amd/amdgpu/amdgpu.ko"] = b"STAND-IN amdgpu module\n"
     version = release.split("-standin")[0]
-    return build_deb(tmp_path, {"Package": f"linux-image-{release}", "Version": version,
-                                "Description": "STAND-IN kernel package (tests only: no kernel in it)"}, files)
+    return build_deb(
+        tmp_path,
+        {
+            "Package": f"linux-image-{release}",
+            "Version": version,
+            "Description": "STAND-IN kernel package (tests only: no kernel in it)",
+        },
+        files,
+    )
 
 
 def test_kernels_installed_by_apt_the_hook_warns_for_the_one_without_amdgpu(workstation, tmp_path):
@@ -154,26 +178,31 @@ def test_kernels_installed_by_apt_the_hook_warns_for_the_one_without_amdgpu(work
         f"{HOOK_PREFIX}   worse: kernel {bad} was installed without amdgpu.ko: it boots next — after the next reboot "
         "the GPU is gone",
     ], output[-3000:]
-    assert hook[-1] == (f"{HOOK_PREFIX} reboot pending: the next boot runs {bad} (NO amdgpu.ko: the GPU is gone after "
-                        f"that reboot; {RUNNING} runs now)")
+    assert hook[-1] == (
+        f"{HOOK_PREFIX} reboot pending: the next boot runs {bad} (NO amdgpu.ko: the GPU is gone after "
+        f"that reboot; {RUNNING} runs now)"
+    )
 
     run, report = verify(up, reports)
     next_boot = check(report, "kernel.next_boot")
     assert next_boot["status"] == "warn"
-    assert next_boot["reason"].startswith(f"after the next reboot the GPU is gone: {bad} (the newest installed kernel, "
-                                          "which boots next) has no amdgpu.ko")
+    assert next_boot["reason"].startswith(
+        f"after the next reboot the GPU is gone: {bad} (the newest installed kernel, which boots next) has no amdgpu.ko"
+    )
     assert report["facts"]["kernel"]["installed"] == [good, bad]
     assert report["facts"]["kernel"]["without_amdgpu"] == [bad]
     assert any(f"kernel {bad} was installed without amdgpu.ko" in line for line in host_lines(run.log, "ws1"))
 
     hook, output = apt(host, "purge", f"linux-image-{good}", f"linux-image-{bad}")
-    assert hook == [f"{HOOK_PREFIX} changed by this dpkg run: kernel {good} was removed; kernel {bad} was removed "
-                    "(check now FAIL)"], output[-3000:]
+    assert hook == [
+        f"{HOOK_PREFIX} changed by this dpkg run: kernel {good} was removed; kernel {bad} was removed (check now FAIL)"
+    ], output[-3000:]
     _, report = verify(up, reports)
     assert check(report, "kernel.next_boot")["status"] == "skip"  # no kernel installed in a chroot
 
 
 # --- the loader environment of a login -------------------------------------------------------------------------------
+
 
 def test_an_ld_library_path_line_in_etc_environment_names_the_binding_that_moved(workstation):
     up, host, reports = workstation
@@ -193,7 +222,8 @@ def test_an_ld_library_path_line_in_etc_environment_names_the_binding_that_moved
         assert loader["reason"].startswith(
             f"LD_LIBRARY_PATH=/opt/rocm/lib (/etc/environment:{line}) moves libc10.so → "
             "/opt/rocm-7.2.4/lib/libc10.so "
-            f"(was {SITE}/torch/lib/libc10.so)"), loader["reason"]
+            f"(was {SITE}/torch/lib/libc10.so)"
+        ), loader["reason"]
         assert any("environment.loader: pass → warn" in text for text in host_lines(run.log, "ws1")), run.explain()
     finally:
         environment.write_text(original)
@@ -204,12 +234,14 @@ def test_an_ld_library_path_line_in_etc_environment_names_the_binding_that_moved
 
 # --- the boot-time check ---------------------------------------------------------------------------------------------
 
+
 def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification(workstation):
     up, host, reports = workstation
     assert (host.root / WANTS_LINK.lstrip("/")).is_symlink()
     command = boot_unit_command(host.root)
-    assert command.startswith("/usr/bin/python3 -I /var/lib/rocm-fleet/verify.pyz boot-check --venv "
-                              "/opt/rocm-fleet/venv")
+    assert command.startswith(
+        "/usr/bin/python3 -I /var/lib/rocm-fleet/verify.pyz boot-check --venv /opt/rocm-fleet/venv"
+    )
     # No systemd runs as PID 1 in a chroot: the unit's commands, run by hand as root (sh reads systemd's quoting alike).
     # First ExecStartPre: the verifier on the host is the one this deploy installed.
     precheck = host.ssh(["sudo", "sh", "-c", boot_unit_command(host.root, "ExecStartPre")], check=False)
@@ -225,8 +257,13 @@ def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification
 
     _, report = verify(up, reports)
     assert report["facts"]["boot_check"] == {
-        "boot_id": this_boot, "kernel": RUNNING, "checked_at": kept["checked_at"], "verdict": "fail",
-        "reason": kept["report"]["reason"], "previous_kernel": None}
+        "boot_id": this_boot,
+        "kernel": RUNNING,
+        "checked_at": kept["checked_at"],
+        "verdict": "fail",
+        "reason": kept["report"]["reason"],
+        "previous_kernel": None,
+    }
 
     run = deploy(up.inventory, "tasks/boot_check.py", "boot_check=false")
     assert run.returncode == 0, run.explain()

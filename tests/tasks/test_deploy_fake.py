@@ -39,17 +39,24 @@ def inventory(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("fake")
     path = directory / "lab.py"
     # reports_dir: the verification stage writes its reports on the controller; keep them out of the checkout.
-    path.write_text("from tests.support import fake_workstations as fw\n\n"
-                    f"lab = [(f'@fake/{{kind}}', fw.host(kind, reports_dir={str(directory / 'reports')!r}))\n"
-                    "       for kind in fw.KINDS]\n")
+    path.write_text(
+        "from tests.support import fake_workstations as fw\n\n"
+        f"lab = [(f'@fake/{{kind}}', fw.host(kind, reports_dir={str(directory / 'reports')!r}))\n"
+        "       for kind in fw.KINDS]\n"
+    )
     return path
 
 
 @pytest.fixture(scope="module")
 def whole_plan(inventory) -> dict[str, list[dict]]:
     """Per host: every operation of every stage with its commands, as pyinfra computes them while planning."""
-    done = subprocess.run([sys.executable, "-m", "tests.support.pyinfra_plan", str(inventory), "deploy.py"],
-                          capture_output=True, text=True, cwd=REPO, env=ENV)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.pyinfra_plan", str(inventory), "deploy.py"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return {host.removeprefix("@fake/"): ops for host, ops in json.loads(done.stdout).items()}
 
@@ -62,8 +69,9 @@ def plan(whole_plan) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def dry(inventory) -> dict:
-    done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "--dry", "--json"], capture_output=True, text=True,
-                          cwd=REPO, env=ENV)
+    done = subprocess.run(
+        [PYINFRA, str(inventory), "deploy.py", "--dry", "--json"], capture_output=True, text=True, cwd=REPO, env=ENV
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -72,17 +80,22 @@ def dry(inventory) -> dict:
 def run(inventory) -> tuple[int, str]:
     """deploy.py executed on the fakes (-vv: every command sent to a host is echoed). Later stages fail every fake
     host (no verifier runs on a fake), so pyinfra ends with "No hosts remaining!" and prints no JSON results."""
-    done = subprocess.run([PYINFRA, str(inventory), "deploy.py", "-y", "-vv"], capture_output=True, text=True,
-                          cwd=REPO, env=ENV)
+    done = subprocess.run(
+        [PYINFRA, str(inventory), "deploy.py", "-y", "-vv"], capture_output=True, text=True, cwd=REPO, env=ENV
+    )
     return done.returncode, done.stderr
 
 
 @pytest.fixture(scope="module")
 def run_stages(inventory) -> dict:
     """Stages 1-3 executed on the fakes in one run (the task files in deploy.py's order): pyinfra's JSON results."""
-    done = subprocess.run([PYINFRA, str(inventory), "tasks/preflight.py", "tasks/colliding_packages.py",
-                           "tasks/rocm.py", "-y", "--json"], capture_output=True, text=True, cwd=REPO,
-                          env=ENV)
+    done = subprocess.run(
+        [PYINFRA, str(inventory), "tasks/preflight.py", "tasks/colliding_packages.py", "tasks/rocm.py", "-y", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+    )
     assert done.returncode == 1, done.stderr[-3000:]  # the focal host fails
     return json.loads(done.stdout)["results"]
 
@@ -98,28 +111,46 @@ def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
     return [
         ("Preflight | host is fit", []),
         ("Colliding packages | Remove distro packages that block amdgpu-install", []),
-        ("ROCm | Directory /var/cache/rocm-fleet", ["mkdir -p /var/cache/rocm-fleet", "chmod 755 /var/cache/rocm-fleet",
-                                                    "chown root:root /var/cache/rocm-fleet"]),
-        ("ROCm | Download amdgpu-install_7.2.4.70204-1_all.deb", [
-            f"( curl -sSLf {url} -o {temp} ) || ( wget -q {url} -O {temp} || ( rm -f {temp} ; exit 1 ) )",
-            f"mv {temp} {DEB}"]),
+        (
+            "ROCm | Directory /var/cache/rocm-fleet",
+            [
+                "mkdir -p /var/cache/rocm-fleet",
+                "chmod 755 /var/cache/rocm-fleet",
+                "chown root:root /var/cache/rocm-fleet",
+            ],
+        ),
+        (
+            "ROCm | Download amdgpu-install_7.2.4.70204-1_all.deb",
+            [
+                f"( curl -sSLf {url} -o {temp} ) || ( wget -q {url} -O {temp} || ( rm -f {temp} ; exit 1 ) )",
+                f"mv {temp} {DEB}",
+            ],
+        ),
         ("ROCm | Install amdgpu-install 7.2.4.70204-1", [f"{LOCK}{APT} install {DEB}"]),
         # Planned on a host without the installer, the lists are checked when the operation runs, after it.
         ("ROCm | Check AMD's apt lists", []),
         ("ROCm | AMD's apt pin (o=repo.radeon.com, 600)", []),  # likewise: the installer deb brings it
-        ("ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)", [
-            f"{LOCK}{APT} update",
-            f"{LOCK}amdgpu-install -y --usecase=rocm --no-dkms",
-            "test -d /opt/rocm-7.2.4 || { echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output "
-            "above' >&2; exit 1; }"]),
+        (
+            "ROCm | amdgpu-install --usecase=rocm --no-dkms (ROCm 7.2.4)",
+            [
+                f"{LOCK}{APT} update",
+                f"{LOCK}amdgpu-install -y --usecase=rocm --no-dkms",
+                "test -d /opt/rocm-7.2.4 || { echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output "
+                "above' >&2; exit 1; }",
+            ],
+        ),
         ("ROCm | /opt/rocm -> /opt/rocm-7.2.4", []),
         ("ROCm | Kernel packages for the in-box amdgpu driver", []),  # generic kernel: modules-extra is there
         ("GPU access | workstation_users in render and video", ["usermod -a -G render,video maria"]),
-        ("GPU access | New accounts join render and video (/etc/adduser.conf)", [
-            "printf %s '#EXTRA_GROUPS=\"users\"\n#ADD_EXTRA_GROUPS=0\n\n# rocm-fleet: new accounts join the GPU groups "
-            "(AMD'\"'\"'s post-install docs)\nADD_EXTRA_GROUPS=1\nEXTRA_GROUPS=\"users render video\"\n' > "
-            "/etc/adduser.conf.rocm-fleet-new && chmod 644 /etc/adduser.conf.rocm-fleet-new && mv -f "
-            "/etc/adduser.conf.rocm-fleet-new /etc/adduser.conf"]),
+        (
+            "GPU access | New accounts join render and video (/etc/adduser.conf)",
+            [
+                'printf %s \'#EXTRA_GROUPS="users"\n#ADD_EXTRA_GROUPS=0\n\n# rocm-fleet: new accounts join the GPU groups '
+                "(AMD'\"'\"'s post-install docs)\nADD_EXTRA_GROUPS=1\nEXTRA_GROUPS=\"users render video\"\n' > "
+                "/etc/adduser.conf.rocm-fleet-new && chmod 644 /etc/adduser.conf.rocm-fleet-new && mv -f "
+                "/etc/adduser.conf.rocm-fleet-new /etc/adduser.conf"
+            ],
+        ),
     ]
 
 
@@ -140,7 +171,9 @@ def test_the_installer_is_downloaded_only_into_root_s_own_directory(plan):
     for kind in ("fresh_noble", "fresh_jammy"):
         steps = dict(_steps(plan[kind]))
         assert steps["ROCm | Directory /var/cache/rocm-fleet"][-2:] == [
-            "chmod 755 /var/cache/rocm-fleet", "chown root:root /var/cache/rocm-fleet"]
+            "chmod 755 /var/cache/rocm-fleet",
+            "chown root:root /var/cache/rocm-fleet",
+        ]
         download = next(commands for name, commands in steps.items() if name.startswith("ROCm | Download "))
         written = {path for command in download for path in re.findall(r"(?:-o|-O|mv \S+) (\S+)", command)}
         written |= {command.split()[1] for command in download if command.startswith("mv ")}
@@ -183,11 +216,15 @@ def test_provisioned_host_changes_nothing(plan):
 def test_colliding_ubuntu_packages_removed_before_the_installer(plan):
     """Mock of noble with Ubuntu's rocminfo 5.7.1-3build1, hipcc 5.7.1-3, rocm-cmake 6.0.0-1 (ROCm #3656, #6367)."""
     steps = _steps(plan["colliding_noble"])
-    assert steps[1] == ("Colliding packages | Remove distro packages that block amdgpu-install", [
-        "tell: removing rocminfo 5.7.1-3build1 (distro; sorts above AMD's 1.0.0.70204), hipcc 5.7.1-3 (distro; sorts "
-        "above AMD's 1.1.1.70204), rocm-cmake 6.0.0-1 (distro; sorts above AMD's 0.14.0.70204): apt would keep them "
-        "and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)",
-        f"{LOCK}{APT} remove rocminfo hipcc rocm-cmake"])
+    assert steps[1] == (
+        "Colliding packages | Remove distro packages that block amdgpu-install",
+        [
+            "tell: removing rocminfo 5.7.1-3build1 (distro; sorts above AMD's 1.0.0.70204), hipcc 5.7.1-3 (distro; sorts "
+            "above AMD's 1.1.1.70204), rocm-cmake 6.0.0-1 (distro; sorts above AMD's 0.14.0.70204): apt would keep them "
+            "and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)",
+            f"{LOCK}{APT} remove rocminfo hipcc rocm-cmake",
+        ],
+    )
     assert steps[2:] == _fresh_plan("noble")[2:]
 
 
@@ -195,35 +232,62 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     """Mock of an Ubuntu 20.04 host: it fails at preflight; the later stages 1-3 plan nothing for it but the one note
     every stage gives a stopped host (roles/stage.py), with no command."""
     skipped = "skipped: an earlier stage stopped this host"
-    assert _steps(plan["focal"]) == [("Preflight | stop: host is not fit", [
-        "fail: preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), Ubuntu 22.04 "
-        "(jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a supported OS"]),
-        (f"Colliding packages | {skipped}", []), (f"ROCm | {skipped}", []), (f"GPU access | {skipped}", [])]
+    assert _steps(plan["focal"]) == [
+        (
+            "Preflight | stop: host is not fit",
+            [
+                "fail: preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), Ubuntu 22.04 "
+                "(jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a supported OS"
+            ],
+        ),
+        (f"Colliding packages | {skipped}", []),
+        (f"ROCm | {skipped}", []),
+        (f"GPU access | {skipped}", []),
+    ]
     code, stderr = run
     assert code == 1
     # pyinfra pads host prefixes to one width: "[@fake/focal]      message".
-    lines = [re.sub(r"^(\[[^\]]+\])\s+", r"\1 ", line.strip()) for line in stderr.splitlines()
-             if line.strip().startswith("[@fake/focal]")]
-    assert ("[@fake/focal] preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), "
-            "Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a "
-            "supported OS") in lines
+    lines = [
+        re.sub(r"^(\[[^\]]+\])\s+", r"\1 ", line.strip())
+        for line in stderr.splitlines()
+        if line.strip().startswith("[@fake/focal]")
+    ]
+    assert (
+        "[@fake/focal] preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), "
+        "Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a "
+        "supported OS"
+    ) in lines
     # -vv echoes every command sent to a host: on this one, only read-only fact commands — those the stages read
     # ahead (roles/stages.py: deploy.py asks them before any stage plans), and preflight's.
-    settings, problems = check_data("@fake/focal", fake_workstations.host("focal"),
-                                    foreign_keys=("fake_responses", "fake_delay", "fake_delay_jitter"))
+    settings, problems = check_data(
+        "@fake/focal",
+        fake_workstations.host("focal"),
+        foreign_keys=("fake_responses", "fake_delay", "fake_delay_jitter"),
+    )
     assert settings is not None, problems
-    read_only = {str(ask.fact().command(**ask.kwargs)) for deploys in DEPLOYS.values() for stage in deploys
-                 if stage.reads for ask in stage.reads(settings)}
-    assert {debian_facts.OsReleaseFile().command(), preflight_facts.GpuDevices().command(),
-            preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"])} <= read_only
+    read_only = {
+        str(ask.fact().command(**ask.kwargs))
+        for deploys in DEPLOYS.values()
+        for stage in deploys
+        if stage.reads
+        for ask in stage.reads(settings)
+    }
+    assert {
+        debian_facts.OsReleaseFile().command(),
+        preflight_facts.GpuDevices().command(),
+        preflight_facts.FreeSpaceFor().command(["/opt", "/opt/rocm-fleet/venv"]),
+    } <= read_only
     sent = [line.split(">>> ", 1)[1] for line in lines if ">>> " in line]
     # roles/run_reads.py sends the facts read ahead as one command (the @fake connector answers it with one fact's
     # reply, so each fact is then asked alone): each part of it must be a read-only fact command too.
-    batched = (r'\( exec >"\$d/\d+"; trap \'echo "rocm-fleet-[0-9a-f]{32}-\d+ \$\?"\' EXIT; '
-               r'echo rocm-fleet-[0-9a-f]{32}-\d+; (.*?) \) &')
+    batched = (
+        r'\( exec >"\$d/\d+"; trap \'echo "rocm-fleet-[0-9a-f]{32}-\d+ \$\?"\' EXIT; '
+        r"echo rocm-fleet-[0-9a-f]{32}-\d+; (.*?) \) &"
+    )
     parts = [part for command in sent for part in (re.findall(batched, command, flags=re.S) or [command])]
-    assert any(command.startswith("d=$(mktemp -d -p /run rocm-fleet-answers.XXXXXXXXXX) || exit 0; ")
-               for command in sent), sent
+    assert any(
+        command.startswith("d=$(mktemp -d -p /run rocm-fleet-answers.XXXXXXXXXX) || exit 0; ") for command in sent
+    ), sent
     assert parts and set(parts) <= read_only, parts
 
 
@@ -231,14 +295,16 @@ def test_the_verifier_is_uploaded_once_per_host_for_all_the_stages_that_run_it(w
     """Mock hosts: strays, the apt hook and verification each run verify.pyz on the host, and one run plans its upload
     once per host, in the first of them (pyinfra 3 caches no facts: each further upload would read four facts again
     only to find the file in place)."""
-    first = ["tasks/strays.py | Strays | Upload the verifier | Verifier directory",
-             "tasks/strays.py | Strays | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"]
+    first = [
+        "tasks/strays.py | Strays | Upload the verifier | Verifier directory",
+        "tasks/strays.py | Strays | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz",
+    ]
     for host in ("fresh_noble", "provisioned_noble"):
         names = [op["name"] for op in whole_plan[host]]
         assert [name for name in names if "Upload the verifier" in name] == first, names
         # The later stages that run the verifier are still planned, after the upload.
         for stage in ("tasks/apt_hook.py | Apt hook | ", "tasks/verify.py | Verify | Run the verifier"):
-            assert any(name.startswith(stage) for name in names[names.index(first[1]):]), (stage, names)
+            assert any(name.startswith(stage) for name in names[names.index(first[1]) :]), (stage, names)
     assert not any("Upload the verifier" in op["name"] for op in whole_plan["focal"])  # stopped at preflight
 
 

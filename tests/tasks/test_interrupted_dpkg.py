@@ -20,10 +20,13 @@ import pytest
 from roles.debian.apt_commands import INTERRUPTED_FIX, interrupted_message
 from tests.support.amd_mirror import build_deb, build_mirror, serving
 from tests.support.fleet_checks import rooted_processes
-from tests.support.fleet_deploy import ENV, REPO, PYINFRA, deploy, host_lines
+from tests.support.fleet_deploy import ENV, PYINFRA, REPO, deploy, host_lines
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 STARTED = "rocm-fleet test: postinst started"
 # Waits only while its FIFO exists: once the test has removed it, `dpkg --configure -a` finishes the package.
@@ -40,14 +43,21 @@ def workstation(tmp_path_factory):
     mirror = tmp_path_factory.mktemp("mirror") / "radeon"
     mirror.mkdir()
     with serving(mirror) as url:
-        data = {"rocm_install": "install", "min_free_disk_gb": 1, "repo_radeon_base_url": url,
-                "amdgpu_install_sha256": build_mirror(mirror, url), "dpkg_lock_timeout": 30}
+        data = {
+            "rocm_install": "install",
+            "min_free_disk_gb": 1,
+            "repo_radeon_base_url": url,
+            "amdgpu_install_sha256": build_mirror(mirror, url),
+            "dpkg_lock_timeout": 30,
+        }
         with Fleet.up(n=1, login="admin", data=data) as up:
             host = up.host("ws1")
             host.apt_install(["wget"])  # a workstation has it (pyinfra downloads with it); the test root does not
-            deb = build_deb(tmp_path_factory.mktemp("debs"), {"Package": "rocm-fleet-test-interrupted",
-                                                              "Version": "1.0", "Architecture": "all"},
-                            scripts={"postinst": POSTINST})
+            deb = build_deb(
+                tmp_path_factory.mktemp("debs"),
+                {"Package": "rocm-fleet-test-interrupted", "Version": "1.0", "Architecture": "all"},
+                scripts={"postinst": POSTINST},
+            )
             (host.root / "tmp" / deb.name).write_bytes(deb.read_bytes())
             yield up, host, f"/tmp/{deb.name}"
 
@@ -55,8 +65,13 @@ def workstation(tmp_path_factory):
 def interrupt_dpkg(host, deb: str) -> None:
     """`dpkg -i DEB` in the host, SIGKILLed (with its postinst) once the postinst runs."""
     os.mkfifo(host.root / "tmp/postinst-waits")
-    dpkg = subprocess.Popen(host.command(["dpkg", "-i", deb]), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    dpkg = subprocess.Popen(
+        host.command(["dpkg", "-i", deb]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     output = []
     for line in dpkg.stdout:  # a condition, not a time: dpkg has reached the postinst
         output.append(line)
@@ -83,7 +98,8 @@ def test_an_interrupted_dpkg_fails_the_host_with_one_line_naming_the_fix(worksta
     # apt's own words are kept (it writes 'sudo dpkg --configure -a' when run through sudo), and one line of ours
     # says what to do.
     assert "E: dpkg was interrupted, you must manually run 'sudo dpkg --configure -a' to correct the problem." in (
-        run.log)
+        run.log
+    )
     assert interrupted_message() in host_lines(run.log, "ws1"), run.explain()
     assert not (host.root / "opt/rocm-7.2.4").exists()
 
@@ -93,8 +109,9 @@ def test_the_fix_the_line_names_lets_the_next_run_through(workstation):
     # INTERRUPTED_FIX, word for word, with this fleet's inventory (its _sudo: True makes it run as root).
     words = INTERRUPTED_FIX.split()
     assert words[:3] == ["pyinfra", "INVENTORY", "exec"]
-    done = subprocess.run([PYINFRA, str(up.inventory), "exec", "-y", *words[3:]], capture_output=True, text=True,
-                          cwd=REPO, env=ENV)
+    done = subprocess.run(
+        [PYINFRA, str(up.inventory), "exec", "-y", *words[3:]], capture_output=True, text=True, cwd=REPO, env=ENV
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert host.run(["dpkg", "--audit"]).stdout == ""
     assert not os.listdir(host.root / "var/lib/dpkg/updates")

@@ -18,8 +18,11 @@ from localfleet.ports import LOOPBACK, free_port, is_listening
 from localfleet.procs import stop_processes
 from tests.support.fleet_deploy import deploy
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's, and the default of node_exporter_textfile_dir
 PROM = f"{TEXTFILE_DIR}/rocm_fleet.prom"
@@ -32,8 +35,10 @@ def test_the_verification_and_the_apt_hook_wrote_their_series(kept_fleet):
     assert 'rocm_fleet_check_status{source="verification",check="linkage.static",status="fail"} 1' in lines
     assert 'rocm_fleet_check_status{source="apt_hook",check="linkage.static",status="fail"} 1' in lines
     assert 'rocm_fleet_gpus{source="verification"} 0' in lines  # the CPU run saw no GPU
-    assert any(line.startswith('rocm_fleet_nf4_roundtrip_mean_abs_error{source="verification",device="cpu"} 0.07')
-               for line in lines)
+    assert any(
+        line.startswith('rocm_fleet_nf4_roundtrip_mean_abs_error{source="verification",device="cpu"} 0.07')
+        for line in lines
+    )
     assert 'rocm_fleet_verifier_info{source="verification",version="0.1.0"} 1' in lines
 
 
@@ -43,18 +48,30 @@ def test_promtool_check_metrics_accepts_the_file(kept_fleet):
     done = host.run(["promtool", "check", "metrics"], input=text, check=False)
     assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stdout + done.stderr
     # promtool is not a rubber stamp: a counter without _total and a sample before its TYPE are findings.
-    bad = host.run(["promtool", "check", "metrics"], input="# HELP x_count a\n# TYPE x_count counter\nx_count 1\n",
-                   check=False)
-    assert bad.returncode != 0 and "counter metrics should have \"_total\" suffix" in bad.stdout + bad.stderr
+    bad = host.run(
+        ["promtool", "check", "metrics"], input="# HELP x_count a\n# TYPE x_count counter\nx_count 1\n", check=False
+    )
+    assert bad.returncode != 0 and 'counter metrics should have "_total" suffix' in bad.stdout + bad.stderr
 
 
 def test_a_real_node_exporter_serves_the_series_over_loopback(kept_fleet):
     host = kept_fleet.fleet.host("ws1")
     port = free_port()
-    process = subprocess.Popen(host.command([
-        "prometheus-node-exporter", f"--web.listen-address={LOOPBACK}:{port}", "--collector.disable-defaults",
-        "--collector.textfile", f"--collector.textfile.directory={TEXTFILE_DIR}"]),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        host.command(
+            [
+                "prometheus-node-exporter",
+                f"--web.listen-address={LOOPBACK}:{port}",
+                "--collector.disable-defaults",
+                "--collector.textfile",
+                f"--collector.textfile.directory={TEXTFILE_DIR}",
+            ]
+        ),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not is_listening(port):
@@ -68,7 +85,7 @@ def test_a_real_node_exporter_serves_the_series_over_loopback(kept_fleet):
     assert 'rocm_fleet_passed{source="verification"} 0' in scraped
     assert 'rocm_fleet_verdict{source="apt_hook",verdict="fail"} 1' in scraped
     # node_exporter read the file without complaint.
-    assert f'node_textfile_scrape_error 0' in scraped
+    assert "node_textfile_scrape_error 0" in scraped
     assert not is_listening(port)
 
 
@@ -78,8 +95,15 @@ def test_with_the_setting_none_the_verification_leaves_the_file_alone(kept_fleet
     before = path.stat().st_mtime_ns
     # None is inventory data (pyinfra's --data would pass the string 'None'): a copy of the fleet's inventory says it.
     inventory = tmp_path / "inventory.py"
-    inventory.write_text(re.sub(r"^(\s*)'reports_dir': (.*),$", r"\1'reports_dir': \2,\n\1'node_exporter_textfile_dir': None,",
-                                kept_fleet.fleet.inventory.read_text(), count=1, flags=re.MULTILINE))
+    inventory.write_text(
+        re.sub(
+            r"^(\s*)'reports_dir': (.*),$",
+            r"\1'reports_dir': \2,\n\1'node_exporter_textfile_dir': None,",
+            kept_fleet.fleet.inventory.read_text(),
+            count=1,
+            flags=re.MULTILINE,
+        )
+    )
     assert "'node_exporter_textfile_dir': None," in inventory.read_text()
     run = deploy(inventory, "tasks/verify.py", limit="ws1")
     assert run.returncode == 1 and "[ws1] ws1: verification failed" in run.log, run.explain()

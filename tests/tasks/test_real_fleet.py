@@ -19,16 +19,22 @@ from roles.debian.apt_commands import lock_expired_message
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, host_lines
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 DISTRO_ROCM = ("rocminfo", "rocm-cmake", "rocm-device-libs")  # Debian 12: 5.2.3-2, 5.4.0-1, 5.2.3-2
 
 
 def _chroot(root: Path, command: str) -> str:
-    done = subprocess.run(["chroot", str(root), "sh", "-c", command], capture_output=True, text=True,
-                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
-                               "LANG": "C.UTF-8"})
+    done = subprocess.run(
+        ["chroot", str(root), "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"},
+    )
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
     return done.stdout
 
@@ -37,20 +43,27 @@ def _chroot(root: Path, command: str) -> str:
 def fleet(tmp_path_factory):
     from localfleet.fleet import Fleet
 
-    with Fleet.up(n=1, login="admin", data={"rocm_install": "install", "min_free_disk_gb": 1,
-                                            "workstation_users": ["maria"]}) as up:
+    with Fleet.up(
+        n=1, login="admin", data={"rocm_install": "install", "min_free_disk_gb": 1, "workstation_users": ["maria"]}
+    ) as up:
         root = Path(up.host_state("ws1").root)
         _chroot(root, "apt-get update -q && apt-get install -y -q " + " ".join(DISTRO_ROCM))
-        tool = build_deb(tmp_path_factory.mktemp("debs"), {"Package": "lab-rocm-tools", "Version": "1.0",
-                                                            "Architecture": "all", "Depends": "rocminfo"})
+        tool = build_deb(
+            tmp_path_factory.mktemp("debs"),
+            {"Package": "lab-rocm-tools", "Version": "1.0", "Architecture": "all", "Depends": "rocminfo"},
+        )
         (root / "tmp" / tool.name).write_bytes(tool.read_bytes())
         _chroot(root, f"dpkg -i /tmp/{tool.name} && groupadd lab && useradd -m -G lab maria")
         yield up, root
 
 
 def _installed(root: Path) -> dict[str, str]:
-    out = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' " + " ".join(DISTRO_ROCM)
-                  + " lab-rocm-tools 2>/dev/null || true")
+    out = _chroot(
+        root,
+        "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' "
+        + " ".join(DISTRO_ROCM)
+        + " lab-rocm-tools 2>/dev/null || true",
+    )
     return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
 
 
@@ -71,7 +84,8 @@ def test_preflight_stops_an_unfit_host_with_one_line(fleet):
     assert reasons == [
         "preflight: no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, or "
         "set gpu_required: False for a host without a GPU; user(s) ghost do not exist (workstation_users / "
-        "venv_owner): create them, or fix the inventory"], run.explain()
+        "venv_owner): create them, or fix the inventory"
+    ], run.explain()
 
 
 def test_colliding_packages_stop_policy_changes_nothing(fleet):
@@ -84,7 +98,8 @@ def test_colliding_packages_stop_policy_changes_nothing(fleet):
         "colliding packages: rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 "
         "(distro; sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204) "
         "would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them (sudo apt-get "
-        "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove"), run.explain()
+        "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove"
+    ), run.explain()
     assert _installed(root) == before
 
 
@@ -110,11 +125,14 @@ def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
     run = deploy(up.inventory, "tasks/colliding_packages.py")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["Colliding packages | Remove distro packages that block amdgpu-install"], (
-        run.explain())
-    assert ("removing rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 (distro; "
-            "sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204): apt "
-            "would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367); apt also "
-            "removes what depends on them: lab-rocm-tools 1.0") in host_lines(run.log, "ws1"), run.explain()
+        run.explain()
+    )
+    assert (
+        "removing rocminfo 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204), rocm-cmake 5.4.0-1 (distro; "
+        "sorts above AMD's 0.14.0.70204), rocm-device-libs 5.2.3-2 (distro; sorts above AMD's 1.0.0.70204): apt "
+        "would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367); apt also "
+        "removes what depends on them: lab-rocm-tools 1.0"
+    ) in host_lines(run.log, "ws1"), run.explain()
     after = _installed(root)
     assert all(after.get(name, "rc")[1] in "cn" for name in (*DISTRO_ROCM, "lab-rocm-tools")), after
 
@@ -134,11 +152,13 @@ def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == [
         "GPU access | workstation_users in render and video",
-        "GPU access | New accounts join render and video (/etc/adduser.conf)"], run.explain()
+        "GPU access | New accounts join render and video (/etc/adduser.conf)",
+    ], run.explain()
     assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
     # An account made later with Debian's own adduser joins them too (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS; issue 11).
-    assert set(_chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer")
-               .split()) == {"newcomer", "users", "render", "video"}
+    assert set(
+        _chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer").split()
+    ) == {"newcomer", "users", "render", "video"}
     _chroot(root, "deluser --quiet newcomer && rm -rf /home/newcomer")
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
@@ -153,9 +173,11 @@ def test_rocm_stage_stops_beside_another_release(fleet):
     try:
         run = deploy(up.inventory, "tasks/rocm.py")
         assert run.returncode == 1, run.explain()
-        assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
-                "'stop': uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: "
-                "side-by-side") in host_lines(run.log, "ws1"), run.explain()
+        assert (
+            "ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is "
+            "'stop': uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: "
+            "side-by-side"
+        ) in host_lines(run.log, "ws1"), run.explain()
         assert not (root / "var/cache/rocm-fleet").exists(), "nothing may be downloaded for a stopped host"
     finally:
         subprocess.run(["rm", "-rf", str(root / "opt/rocm-6.4.1")], check=True)

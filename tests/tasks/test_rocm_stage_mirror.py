@@ -18,15 +18,22 @@ from pyinfra.api.util import sha1_hash
 from tests.support.amd_mirror import Signer, build_deb, build_mirror, repository, rocm_core_scripts, serving
 from tests.support.fleet_deploy import deploy, host_lines
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
 
 
 def _chroot(root: Path, command: str) -> str:
-    done = subprocess.run(["chroot", str(root), "sh", "-c", command], capture_output=True, text=True,
-                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"})
+    done = subprocess.run(
+        ["chroot", str(root), "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"},
+    )
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
     return done.stdout
 
@@ -39,13 +46,21 @@ def workstation(tmp_path_factory):
     mirror.mkdir()
     with serving(mirror) as url:
         sha256 = build_mirror(mirror, url)
-        data = {"rocm_install": "install", "min_free_disk_gb": 1, "repo_radeon_base_url": url,
-                "amdgpu_install_sha256": sha256, "workstation_users": ["maria"], "dpkg_lock_timeout": 120}
+        data = {
+            "rocm_install": "install",
+            "min_free_disk_gb": 1,
+            "repo_radeon_base_url": url,
+            "amdgpu_install_sha256": sha256,
+            "workstation_users": ["maria"],
+            "dpkg_lock_timeout": 120,
+        }
         with Fleet.up(n=2, login="admin", data=data) as up:
             for name in ("ws1", "ws2"):
                 # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
-                _chroot(Path(up.host_state(name).root), "apt-get update -q && apt-get install -y -q wget && "
-                                                        "useradd -m maria")
+                _chroot(
+                    Path(up.host_state(name).root),
+                    "apt-get update -q && apt-get install -y -q wget && useradd -m maria",
+                )
             _install_rocm_6_4_multi_version(Path(up.host_state("ws2").root), tmp_path_factory.mktemp("debs"))
             yield up, Path(up.host_state("ws1").root), url, mirror
 
@@ -53,8 +68,12 @@ def workstation(tmp_path_factory):
 def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
     """ws2 already has ROCm 6.4.1 as a multi-version install (stand-ins of rocm-core6.4.1 and rocm6.4.1)."""
     version = "6.4.1.60401-83~22.04"
-    core = build_deb(workdir, {"Package": "rocm-core6.4.1", "Version": version},
-                     {"/opt/rocm-6.4.1/.info/version": "6.4.1-83\n"}, rocm_core_scripts("6.4.1", "60401"))
+    core = build_deb(
+        workdir,
+        {"Package": "rocm-core6.4.1", "Version": version},
+        {"/opt/rocm-6.4.1/.info/version": "6.4.1-83\n"},
+        rocm_core_scripts("6.4.1", "60401"),
+    )
     meta = build_deb(workdir, {"Package": "rocm6.4.1", "Version": version, "Depends": f"rocm-core6.4.1 (= {version})"})
     for deb in (core, meta):
         (root / "tmp" / deb.name).write_bytes(deb.read_bytes())
@@ -82,7 +101,10 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
         victim.unlink(missing_ok=True)
     assert run.returncode == 1, run.explain()
     assert "SHA256 did not match!" in run.log, run.explain()
-    assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in ("", "un")
+    assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in (
+        "",
+        "un",
+    )
     assert not (root / "opt/rocm-7.2.4").exists()
 
 
@@ -100,18 +122,23 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
     ], run.explain()
     # AMD's pin came with the installer deb (the stand-in ships it as AMD's does): the stage found it in place.
     assert (root / "etc/apt/preferences.d/repo-radeon-pin-600").is_file()
-    assert (f"fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
-            f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
-            ) in host_lines(run.log, "ws1"), run.explain()
+    assert (
+        f"fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: unexpected {url}/graphics/7.2.1/ubuntu "
+        f"jammy, {url}/rocm/apt/7.2.1 jammy; lacks {url}/graphics/7.2.4/ubuntu jammy, {url}/rocm/apt/7.2.4 jammy"
+    ) in host_lines(run.log, "ws1"), run.explain()
     assert (root / "etc/apt/sources.list.d/rocm.list").read_text().splitlines()[1:] == [
         f"deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {url}/rocm/apt/7.2.4 jammy main",
-        f"deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {url}/graphics/7.2.4/ubuntu jammy main"]
+        f"deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] {url}/graphics/7.2.4/ubuntu jammy main",
+    ]
     # amdgpu-install got exactly these flags, and the apt-get it ran waited for the lock as configured.
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines() == [
-        "-y --usecase=rocm --no-dkms", 'DPkg::Lock::Timeout "120";']
+        "-y --usecase=rocm --no-dkms",
+        'DPkg::Lock::Timeout "120";',
+    ]
     assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
-    assert _chroot(root, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' rocm rocm-core").split(
-        "\n")[:2] == ["rocm 7.2.4.70204-93~22.04 ii ", "rocm-core 7.2.4.70204-93~22.04 ii "]
+    assert _chroot(root, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' rocm rocm-core").split("\n")[
+        :2
+    ] == ["rocm 7.2.4.70204-93~22.04 ii ", "rocm-core 7.2.4.70204-93~22.04 ii "]
     assert {"render", "video"} <= set(_chroot(root, "id -nG maria").split())
 
 
@@ -126,9 +153,12 @@ def test_second_run_changes_nothing(workstation):
 def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
     """Another release registered as the /opt/rocm alternative (a stand-in directory) and selected by hand."""
     up, root, _, _ = workstation
-    _chroot(root, "mkdir -p /opt/rocm-6.4.1/.info && echo 6.4.1-83 > /opt/rocm-6.4.1/.info/version && "
-                  "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
-                  "update-alternatives --set rocm /opt/rocm-6.4.1")
+    _chroot(
+        root,
+        "mkdir -p /opt/rocm-6.4.1/.info && echo 6.4.1-83 > /opt/rocm-6.4.1/.info/version && "
+        "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
+        "update-alternatives --set rocm /opt/rocm-6.4.1",
+    )
     try:
         run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
         assert run.returncode == 0, run.explain()
@@ -143,9 +173,10 @@ def test_another_release_stops_the_host_by_default(workstation):
     root = Path(up.host_state("ws2").root)
     run = deploy(up.inventory, "tasks/rocm.py", limit="ws2")
     assert run.returncode == 1, run.explain()
-    assert ("ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
-            "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
-            ) in host_lines(run.log, "ws2"), run.explain()
+    assert (
+        "ROCm: another ROCm release is installed: 6.4.1 (/opt/rocm-6.4.1); rocm_other_release is 'stop': "
+        "uninstall it (sudo amdgpu-install --uninstall --rocmrelease=all) or set rocm_other_release: side-by-side"
+    ) in host_lines(run.log, "ws2"), run.explain()
     assert not (root / "opt/rocm-7.2.4").exists()
 
 
@@ -155,7 +186,8 @@ def test_side_by_side_installs_beside_a_multi_version_release(workstation):
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     assert run.returncode == 0, run.explain()
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
-        "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4")
+        "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4"
+    )
     installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
     assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
     assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
@@ -174,20 +206,28 @@ def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(works
     run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["ROCm | Check AMD's apt lists"], run.explain()
-    assert ("fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: trusted=yes switches off apt's signature "
-            "check") in host_lines(run.log, "ws1"), run.explain()
+    assert (
+        "fixing AMD's apt lists: /etc/apt/sources.list.d/rocm.list: trusted=yes switches off apt's signature check"
+    ) in host_lines(run.log, "ws1"), run.explain()
     assert "trusted=yes" not in (root / "etc/apt/sources.list.d/rocm.list").read_text()
 
     newer = "7.2.4.70204-94~22.04"
-    taken_over = build_deb(tmp_path, {"Package": "rocm-core", "Version": newer},
-                           {"/opt/rocm-7.2.4/.info/version": "not AMD's\n"})
+    taken_over = build_deb(
+        tmp_path, {"Package": "rocm-core", "Version": newer}, {"/opt/rocm-7.2.4/.info/version": "not AMD's\n"}
+    )
     with Signer("someone who took the mirror over") as other:
         repository(mirror / "rocm" / "apt" / "7.2.4", [taken_over], other)
-    done = subprocess.run(["chroot", str(root), "apt-get", "update", "-q"], capture_output=True, text=True,
-                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"})
+    done = subprocess.run(
+        ["chroot", str(root), "apt-get", "update", "-q"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"},
+    )
     output = done.stdout + done.stderr
     # apt refuses the new indexes and keeps the ones it had verified (a warning: its exit status stays 0).
-    assert ("W: An error occurred during the signature verification. The repository is not updated and the previous "
-            "index files will be used. GPG error: ") in output and "/rocm/apt/7.2.4 jammy InRelease" in output, output
+    assert (
+        "W: An error occurred during the signature verification. The repository is not updated and the previous "
+        "index files will be used. GPG error: "
+    ) in output and "/rocm/apt/7.2.4 jammy InRelease" in output, output
     assert "public key is not available: NO_PUBKEY" in output, output
     assert newer not in _chroot(root, "apt-cache policy rocm-core")

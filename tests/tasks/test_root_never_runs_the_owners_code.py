@@ -29,8 +29,11 @@ from roles.verifier import REMOTE_VERIFIER, zipapp_bytes
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 VENV = "/opt/rocm-fleet/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
@@ -46,8 +49,9 @@ def fleet(tmp_path_factory):
     reports = tmp_path_factory.mktemp("reports")
     # alice is not among workstation_users: the GPU groups her probe runs with (render, video, asserted from the
     # report) come from being venv_owner alone.
-    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice", "workstation_users": [],
-                                            "reports_dir": str(reports)}) as up:
+    with Fleet.up(
+        n=1, login="admin", data={"venv_owner": "alice", "workstation_users": [], "reports_dir": str(reports)}
+    ) as up:
         host = up.host("ws1")
         host.run(["useradd", "--create-home", "--shell", "/bin/bash", "alice"])
         uid = int(host.run(["id", "-u", "alice"]).stdout)
@@ -55,8 +59,19 @@ def fleet(tmp_path_factory):
 
 
 def as_alice(host, command: str):
-    return host.run(["setpriv", "--reuid=alice", "--regid=alice", "--init-groups", "--reset-env", "--",
-                     "sh", "-c", f"cd / && {command}"])
+    return host.run(
+        [
+            "setpriv",
+            "--reuid=alice",
+            "--regid=alice",
+            "--init-groups",
+            "--reset-env",
+            "--",
+            "sh",
+            "-c",
+            f"cd / && {command}",
+        ]
+    )
 
 
 def who_ran(host) -> list[tuple[int, str]]:
@@ -76,10 +91,12 @@ def test_a_venv_path_other_accounts_can_write_is_refused_before_anything_changes
         run = deploy(up.inventory, task, "venv_path=/srv/shared/venv")
         assert run.returncode == 1, run.explain()
         [line] = [line for line in host_lines(run.log, "ws1") if "venv_path /srv/shared/venv" in line]
-        assert line.endswith("venv_path /srv/shared/venv: /srv/shared is writable by every account — another account "
-                             "could swap the venv and have its code run as alice; use a venv_path whose directories "
-                             "only root and alice can write (e.g. /opt/rocm-fleet/venv), or fix /srv/shared "
-                             "(chown root: / chmod go-w)"), run.explain()
+        assert line.endswith(
+            "venv_path /srv/shared/venv: /srv/shared is writable by every account — another account "
+            "could swap the venv and have its code run as alice; use a venv_path whose directories "
+            "only root and alice can write (e.g. /opt/rocm-fleet/venv), or fix /srv/shared "
+            "(chown root: / chmod go-w)"
+        ), run.explain()
         assert list((host.root / "srv/shared").iterdir()) == []
         for untouched in ("var/lib/rocm-fleet", "var/cache/rocm-fleet", "opt/rocm-fleet"):
             assert not (host.root / untouched).exists(), f"{task} changed /{untouched} on a refused host"

@@ -14,14 +14,23 @@ import pytest
 from tests.support.fleet_deploy import ENV, PYINFRA, REPO, snapshot, summary_finding, summary_row
 from tests.tasks.conftest import MARK, SECRET
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 
 def status(fleet, *extra: str) -> subprocess.CompletedProcess:
     """`pyinfra INVENTORY tasks/status.py -y --debug`: --debug prints every command pyinfra runs on each host."""
-    return subprocess.run([PYINFRA, str(fleet.inventory), "tasks/status.py", "-y", "--debug", *extra],
-                          capture_output=True, text=True, cwd=REPO, env=ENV, timeout=600)
+    return subprocess.run(
+        [PYINFRA, str(fleet.inventory), "tasks/status.py", "-y", "--debug", *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=600,
+    )
 
 
 def test_the_verification_keeps_its_report_on_the_host(kept_fleet):
@@ -68,15 +77,19 @@ def test_status_reads_every_host_once_changes_nothing_and_writes_the_summary(kep
     as_of = report["generated_at"].replace("T", " ")[:16] + "Z ("
     assert ws1.split(" | ")[-1].startswith(as_of) and ws1.endswith(" ago) |")
     assert summary_finding(summary, "ws1") == summary_finding(verified, "ws1")
-    assert summary_finding(summary, "ws2") == ("**NOT VERIFIED** no verification report kept on the host — run "
-                                               "pyinfra INVENTORY tasks/verify.py")
+    assert summary_finding(summary, "ws2") == (
+        "**NOT VERIFIED** no verification report kept on the host — run pyinfra INVENTORY tasks/verify.py"
+    )
     ws3 = summary_finding(summary, "ws3")
-    assert ws3.startswith("**NOT VERIFIED** /var/lib/rocm-fleet/last-verify.json cannot be used "
-                          "(/var/lib/rocm-fleet/last-verify.json: a symbolic link (not followed here), not a regular "
-                          "file)")
+    assert ws3.startswith(
+        "**NOT VERIFIED** /var/lib/rocm-fleet/last-verify.json cannot be used "
+        "(/var/lib/rocm-fleet/last-verify.json: a symbolic link (not followed here), not a regular "
+        "file)"
+    )
     also = summary.split("## Findings", 1)[1].split("## Checks", 1)[0]
-    assert ("/var/lib/rocm-fleet/apt-hook/last.json: a FIFO (a named pipe: opening it would block), not a regular "
-            "file") in also
+    assert (
+        "/var/lib/rocm-fleet/apt-hook/last.json: a FIFO (a named pipe: opening it would block), not a regular file"
+    ) in also
     assert "/var/lib/rocm-fleet/boot-check/last.json: 67108864 bytes, more than the 4 MiB any real one has" in also
     assert summary_finding(summary, "ws4") == "**UNREACHABLE** could not connect"
     page = (kept_fleet.reports / "status.html").read_text()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -28,12 +27,17 @@ from tests.support.hostile_files import fifo_readers, plant
 from tests.verify.ld.test_elf import _sparse
 from verify.commands.apt_hook import PREFIX
 
-pytestmark = [pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)")]
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+]
 
 BNB_LIBRARY = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
-RERUN = ("run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
-         "the verifier on the host is damaged or not this checkout's")
+RERUN = (
+    "run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
+    "the verifier on the host is damaged or not this checkout's"
+)
 LYING_PYTHON = """#!/bin/sh
 # STAND-IN for a verifier whose output lies: the real one runs, then its report is rewritten.
 /usr/bin/python3 "$@" > /tmp/verifier.out
@@ -53,8 +57,9 @@ def fleet(tmp_path_factory, venv_image):
         for task in ("tasks/venv.py", "tasks/apt_hook.py"):
             run = deploy(up.inventory, task)
             assert run.returncode == 0, run.explain()
-        deb = build_deb(tmp_path_factory.mktemp("debs"), {"Package": "rocm-fleet-test-ok", "Version": "1.0",
-                                                          "Architecture": "all"})
+        deb = build_deb(
+            tmp_path_factory.mktemp("debs"), {"Package": "rocm-fleet-test-ok", "Version": "1.0", "Architecture": "all"}
+        )
         (host.root / "tmp/ok.deb").write_bytes(deb.read_bytes())
         library = host.root / BNB_LIBRARY.lstrip("/")
         yield up, host, reports, library, library.read_bytes()
@@ -67,16 +72,38 @@ def verify(up, host) -> tuple[object, list[str]]:
 
 def apt_install(host):
     """A real dpkg run as the admin runs it (over SSH, with sudo): the apt hook runs after it."""
-    return host.ssh(["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-y", "install", "--reinstall",
-                     "/tmp/ok.deb"], check=False)
+    return host.ssh(
+        [
+            "sudo",
+            "env",
+            "DEBIAN_FRONTEND=noninteractive",
+            "apt-get",
+            "-q",
+            "-y",
+            "install",
+            "--reinstall",
+            "/tmp/ok.deb",
+        ],
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("edit, status, words", [
-    ("sed 's/^ \"verdict\": \"fail\",$/ \"verdict\": \"pass\",/'", 0,
-     "the report's verdict 'pass' is not what its checks give ('fail': check linkage.static is fail)"),
-    ("sed '/^ \"verdict\": \"fail\",$/d'", 1,
-     "the report does not match verify/report/report_schema.json (the document: 'verdict' is missing)"),
-], ids=["pass with failing checks", "no verdict, exit 1"])
+@pytest.mark.parametrize(
+    "edit, status, words",
+    [
+        (
+            'sed \'s/^ "verdict": "fail",$/ "verdict": "pass",/\'',
+            0,
+            "the report's verdict 'pass' is not what its checks give ('fail': check linkage.static is fail)",
+        ),
+        (
+            'sed \'/^ "verdict": "fail",$/d\'',
+            1,
+            "the report does not match verify/report/report_schema.json (the document: 'verdict' is missing)",
+        ),
+    ],
+    ids=["pass with failing checks", "no verdict, exit 1"],
+)
 def test_a_report_that_does_not_prove_a_pass_fails_the_host_with_one_line(fleet, edit, status, words):
     up, host, reports, _, _ = fleet
     wrapper = host.root / "usr/local/bin/python3"
@@ -95,12 +122,15 @@ def test_a_report_that_does_not_prove_a_pass_fails_the_host_with_one_line(fleet,
     assert summary_finding(summary, "ws1").startswith("**NOT VERIFIED** verification not proven — ")
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
-    ("chardev", "is a character device, not a regular file"),
-    ("symlink to /dev/zero", "is a character device, not a regular file"),
-    ("sparse", "PT_DYNAMIC at offset 0x"),
-])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+        ("chardev", "is a character device, not a regular file"),
+        ("symlink to /dev/zero", "is a character device, not a regular file"),
+        ("sparse", "PT_DYNAMIC at offset 0x"),
+    ],
+)
 def test_a_hostile_library_fails_the_host_with_one_line_and_is_a_finding_in_apts_output(fleet, kind, words):
     up, host, reports, library, original = fleet
     if kind == "sparse":
@@ -119,8 +149,9 @@ def test_a_hostile_library_fails_the_host_with_one_line_and_is_a_finding_in_apts
 
     assert run.returncode == 1, run.explain()
     failed = [line for line in lines if line.startswith("ws1: verification ")]
-    assert len(failed) == 1 and failed[0].startswith(f"ws1: verification failed — linkage.static: {BNB_LIBRARY}: "), \
+    assert len(failed) == 1 and failed[0].startswith(f"ws1: verification failed — linkage.static: {BNB_LIBRARY}: "), (
         run.explain()
+    )
     assert words in failed[0] and "Traceback" not in run.log, failed
     report = json.loads((reports / "ws1.json").read_text())
     runtime = next(c for c in report["checks"] if c["id"] == "runtime.torch")
@@ -130,8 +161,9 @@ def test_a_hostile_library_fails_the_host_with_one_line_and_is_a_finding_in_apts
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     hook = [line for line in output.splitlines() if line.startswith(PREFIX)]
-    assert any(line.startswith(f"{PREFIX} now FAIL: linkage.static: {BNB_LIBRARY}: ") and words in line
-               for line in hook), hook
+    assert any(
+        line.startswith(f"{PREFIX} now FAIL: linkage.static: {BNB_LIBRARY}: ") and words in line for line in hook
+    ), hook
 
 
 def test_with_the_library_restored_the_host_is_back_where_it_was(fleet):

@@ -30,9 +30,11 @@ def test_a_name_it_does_not_have_is_an_attribute_error():
 
 
 def test_importing_it_loads_no_module_of_the_verifier_until_a_name_is_used():
-    probe = ("import json, sys; import verify.api as api; before = sorted(m for m in sys.modules if "
-             "m.startswith('verify')); api.rocm_release; print(json.dumps([before, sorted(m for m in sys.modules "
-             "if m.startswith(('verify', 'elftools')))]))")
+    probe = (
+        "import json, sys; import verify.api as api; before = sorted(m for m in sys.modules if "
+        "m.startswith('verify')); api.rocm_release; print(json.dumps([before, sorted(m for m in sys.modules "
+        "if m.startswith(('verify', 'elftools')))]))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     before, after = json.loads(done.stdout)

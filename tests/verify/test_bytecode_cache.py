@@ -28,10 +28,12 @@ PYTHON3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.execu
 NOBODY = 65534
 PLANTED = "FROM CACHE"
 # Run by the python3 under test: an entry as the cache writes one (magic number + marshalled code), for `filename`.
-WRITE_ENTRY = ("import importlib.util, marshal, sys\n"
-               "path, filename, body = sys.argv[1:]\n"
-               "code = compile(body, filename, 'exec', dont_inherit=True)\n"
-               "open(path, 'wb').write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))\n")
+WRITE_ENTRY = (
+    "import importlib.util, marshal, sys\n"
+    "path, filename, body = sys.argv[1:]\n"
+    "code = compile(body, filename, 'exec', dont_inherit=True)\n"
+    "open(path, 'wb').write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))\n"
+)
 
 
 def host_dir(tmp_path: Path, mode: int = 0o755, archive: bytes | None = None) -> Path:
@@ -45,9 +47,16 @@ def host_dir(tmp_path: Path, mode: int = 0o755, archive: bytes | None = None) ->
 
 def run(directory: Path, *flags: str, user: int | None = None, python: str = PYTHON3) -> subprocess.CompletedProcess:
     """`python3 -I -S [flags] verify.pyz ldd /bin/true`: imports the CLI, the loader model and pyelftools."""
-    done = subprocess.run([python, "-I", "-S", *flags, str(directory / "verify.pyz"), "ldd", "/bin/true"],
-                          capture_output=True, text=True, timeout=120, cwd="/", user=user, group=user,
-                          extra_groups=[] if user is not None else None)
+    done = subprocess.run(
+        [python, "-I", "-S", *flags, str(directory / "verify.pyz"), "ldd", "/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        user=user,
+        group=user,
+        extra_groups=[] if user is not None else None,
+    )
     assert done.returncode == 0, done.stderr
     return done
 
@@ -58,13 +67,17 @@ def entry_of(directory: Path, module: str, tag: str = "cpython-") -> Path:
     return found[0]
 
 
-def plant(path: Path, directory: Path, module_file: str = "verify/cli.py", mode: int = 0o600,
-          python: str = PYTHON3) -> None:
+def plant(
+    path: Path, directory: Path, module_file: str = "verify/cli.py", mode: int = 0o600, python: str = PYTHON3
+) -> None:
     """Write an entry at `path` whose code prints PLANTED and ends the run, named for the archive's `module_file`
     (an entry of `python`'s: its magic number)."""
     filename = f"{directory / 'verify.pyz'}/{module_file}"
-    subprocess.run([python, "-c", WRITE_ENTRY, str(path), filename, f"print({PLANTED!r}); raise SystemExit(0)"],
-                   check=True, timeout=60)
+    subprocess.run(
+        [python, "-c", WRITE_ENTRY, str(path), filename, f"print({PLANTED!r}); raise SystemExit(0)"],
+        check=True,
+        timeout=60,
+    )
     path.chmod(mode)
 
 
@@ -86,7 +99,7 @@ def test_the_first_run_keeps_each_module_compiled_and_the_next_runs_take_them(tm
 def _changed(archive: bytes, member: str, tail: bytes) -> bytes:
     """The archive with `tail` appended to one member, written as roles/verifier.py writes its members."""
     source, out = zipfile.ZipFile(io.BytesIO(archive)), io.BytesIO()
-    out.write(archive[:archive.index(b"PK")])  # the #! line
+    out.write(archive[: archive.index(b"PK")])  # the #! line
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as changed:
         for info in source.infolist():
             data = source.read(info)
@@ -105,10 +118,10 @@ def test_a_new_archive_never_runs_the_code_of_the_old_one(tmp_path):
     assert len([p for p in (directory / "bytecode").iterdir() if p.name.startswith("verify.cli.")]) == 2
 
 
-@pytest.mark.parametrize("case", ["directory writable by all", "directory of another account", "run as nobody",
-                                  "python3 -B"])
-def test_nothing_is_written_where_another_account_could_have_written_it_or_when_asked_not_to(tmp_path, case,
-                                                                                             request):
+@pytest.mark.parametrize(
+    "case", ["directory writable by all", "directory of another account", "run as nobody", "python3 -B"]
+)
+def test_nothing_is_written_where_another_account_could_have_written_it_or_when_asked_not_to(tmp_path, case, request):
     if case == "run as nobody":  # pytest's own directories are root's only: one nobody can reach
         tmp_path = Path(tempfile.mkdtemp(prefix="bytecode-cache-"))
         request.addfinalizer(lambda: shutil.rmtree(tmp_path))
@@ -139,8 +152,10 @@ TAMPERED = {
     "entry readable by others": lambda entry, d: plant(entry, d, mode=0o644),
     "entry is a symbolic link": _symlinked,
     "entry for another file": lambda entry, d: plant(entry, d, module_file="verify/oneshot.py"),
-    "entry of another python": lambda entry, d: (plant(entry, d),
-                                                 entry.write_bytes(b"\x00\x00\r\n" + entry.read_bytes()[4:])),
+    "entry of another python": lambda entry, d: (
+        plant(entry, d),
+        entry.write_bytes(b"\x00\x00\r\n" + entry.read_bytes()[4:]),
+    ),
     "entry cut short": lambda entry, d: (plant(entry, d), entry.write_bytes(entry.read_bytes()[:30])),
     "entry is a FIFO": lambda entry, d: (entry.unlink(), os.mkfifo(entry, 0o600)),
 }

@@ -45,9 +45,26 @@ def images(tmp_path_factory) -> dict[str, Path]:
 
 
 def check(python: str, archive: Path, root: Path) -> tuple[dict, int]:
-    done = subprocess.run([python, "-I", "-S", str(archive), "check", "--root", str(root), "--venv",
-                           "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4", "--json"],
-                          capture_output=True, text=True, timeout=300, cwd="/")
+    done = subprocess.run(
+        [
+            python,
+            "-I",
+            "-S",
+            str(archive),
+            "check",
+            "--root",
+            str(root),
+            "--venv",
+            "/opt/rocm-fleet/venv",
+            "--expect-rocm",
+            "7.2.4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
     assert done.stdout.startswith("{"), done.stderr
     return json.loads(done.stdout), done.returncode
 

@@ -53,8 +53,11 @@ def read_pins(host: Host) -> tuple[list[Pin], list[str]]:
     """Every pin stanza of /etc/apt/preferences and preferences.d (apt reads files without an extension or with
     .pref), and one line per file that could not be read."""
     pins, unreadable = [], []
-    names = [PREFERENCES] + [f"{PREFERENCES_D}/{name}" for name in list_dir(host.view.local(PREFERENCES_D))
-                             if "." not in name or name.endswith(".pref")]
+    names = [PREFERENCES] + [
+        f"{PREFERENCES_D}/{name}"
+        for name in list_dir(host.view.local(PREFERENCES_D))
+        if "." not in name or name.endswith(".pref")
+    ]
     for path in names:
         text, error = read_optional(host.view.local(path))
         if error:
@@ -68,8 +71,15 @@ def apt_cache_policy(names: tuple[str, ...] = ()) -> tuple[str | None, str | Non
     """(stdout, None) or (None, why) of `apt-cache policy [NAME…]`."""
     check_time("running apt-cache policy")
     try:
-        done = subprocess.run([APT_CACHE, "policy", *names], capture_output=True, text=True, timeout=APT_CACHE_TIMEOUT,
-                              env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"}, cwd="/", stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [APT_CACHE, "policy", *names],
+            capture_output=True,
+            text=True,
+            timeout=APT_CACHE_TIMEOUT,
+            env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"},
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return None, f"{APT_CACHE} policy took longer than {APT_CACHE_TIMEOUT:.0f} s"
     except OSError as error:
@@ -84,16 +94,21 @@ def colliding_names(release: RocmRelease) -> tuple[str, ...]:
     return tuple(p.name for p in release.colliding_packages)
 
 
-def judge_pin(release: RocmRelease, pins: list[Pin], policies: dict[str, PackagePolicy],
-              files: dict[str, dict[str, str]]) -> CheckResult:
+def judge_pin(
+    release: RocmRelease, pins: list[Pin], policies: dict[str, PackagePolicy], files: dict[str, dict[str, str]]
+) -> CheckResult:
     """Pure: the pin check from the pin stanzas and apt's policy."""
     apt = release.apt
     title = f"AMD's apt pin (o={apt.origin}) is present and effective"
     amd_pins = [p for p in pins if pins_origin(p, apt.origin) and (p.priority or 0) > 500]
-    evidence: dict = {"pins": [{"file": p.where, "package": p.package, "pin": p.pin, "priority": p.priority}
-                               for p in pins], "names": {}}
-    restore = (f"restore it: {RESTORE} (it writes {apt.pin_files[0]}: Package: * / Pin: release o={apt.origin} / "
-               f"Pin-Priority: {apt.pin_priority})")
+    evidence: dict = {
+        "pins": [{"file": p.where, "package": p.package, "pin": p.pin, "priority": p.priority} for p in pins],
+        "names": {},
+    }
+    restore = (
+        f"restore it: {RESTORE} (it writes {apt.pin_files[0]}: Package: * / Pin: release o={apt.origin} / "
+        f"Pin-Priority: {apt.pin_priority})"
+    )
     losing = []
     for name in colliding_names(release):
         policy = policies.get(name)
@@ -104,31 +119,58 @@ def judge_pin(release: RocmRelease, pins: list[Pin], policies: dict[str, Package
         candidate = policy.version(policy.candidate)
         from_amd = candidate is not None and candidate in amd
         sources = ", ".join(candidate.repositories) if candidate else "nowhere"
-        evidence["names"][name] = {"candidate": policy.candidate, "candidate_priority": candidate and candidate.priority,
-                                   "candidate_from": sources, "amd_versions": [v.version for v in amd],
-                                   "installed": policy.installed, "from_amd": from_amd}
+        evidence["names"][name] = {
+            "candidate": policy.candidate,
+            "candidate_priority": candidate and candidate.priority,
+            "candidate_from": sources,
+            "amd_versions": [v.version for v in amd],
+            "installed": policy.installed,
+            "from_amd": from_amd,
+        }
         if from_amd:
             continue
         if amd:
-            losing.append(f"apt's candidate for {name} is {policy.candidate} (priority {candidate.priority}, from "
-                          f"{sources}), not AMD's {amd[0].version} (priority {amd[0].priority})")
+            losing.append(
+                f"apt's candidate for {name} is {policy.candidate} (priority {candidate.priority}, from "
+                f"{sources}), not AMD's {amd[0].version} (priority {amd[0].priority})"
+            )
         elif candidate is not None:
-            losing.append(f"apt knows no version of {name} from {apt.origin} (AMD's lists: see apt.lists), and its "
-                          f"candidate is {policy.candidate} from {sources}")
+            losing.append(
+                f"apt knows no version of {name} from {apt.origin} (AMD's lists: see apt.lists), and its "
+                f"candidate is {policy.candidate} from {sources}"
+            )
     if not amd_pins:
         where = " or ".join(apt.pin_files)
         found = f" ({losing[0]})" if losing else ""
-        return CheckResult(PIN, title, FAIL, f"AMD's pin is missing (no {where} pinning o={apt.origin} above 500): "
-                           f"an upgrade can replace AMD's packages with the distribution's{found} — {restore}", evidence)
+        return CheckResult(
+            PIN,
+            title,
+            FAIL,
+            f"AMD's pin is missing (no {where} pinning o={apt.origin} above 500): "
+            f"an upgrade can replace AMD's packages with the distribution's{found} — {restore}",
+            evidence,
+        )
     pinned = f"{amd_pins[0].where} ({amd_pins[0].priority})"
     if losing:
         more = f" (+{len(losing) - 1} more)" if len(losing) > 1 else ""
-        return CheckResult(PIN, title, FAIL, f"AMD's pin {pinned} is not effective: {losing[0]}{more} — find the "
-                           f"preferences file that outranks it (apt-cache policy {' '.join(colliding_names(release))}), or "
-                           f"check that the repository's Release file says Origin: {apt.origin}", evidence)
+        return CheckResult(
+            PIN,
+            title,
+            FAIL,
+            f"AMD's pin {pinned} is not effective: {losing[0]}{more} — find the "
+            f"preferences file that outranks it (apt-cache policy {' '.join(colliding_names(release))}), or "
+            f"check that the repository's Release file says Origin: {apt.origin}",
+            evidence,
+        )
     known = [n for n, v in evidence["names"].items() if isinstance(v, dict)]
-    return CheckResult(PIN, title, PASS, f"AMD's pin {pinned} is effective: apt's candidates for "
-                       f"{', '.join(known) or 'the shared names'} come from {apt.origin}", evidence)
+    return CheckResult(
+        PIN,
+        title,
+        PASS,
+        f"AMD's pin {pinned} is effective: apt's candidates for "
+        f"{', '.join(known) or 'the shared names'} come from {apt.origin}",
+        evidence,
+    )
 
 
 def judge_lists(entries: list[SourceEntry], release: RocmRelease, unreadable: list[str]) -> CheckResult:
@@ -139,8 +181,11 @@ def judge_lists(entries: list[SourceEntry], release: RocmRelease, unreadable: li
     evidence = {"entries": [e.describe() for e in amd], "unreadable": unreadable}
     fix = f"run {RESTORE} (it rewrites AMD's lists)"
     problems = []
-    for kind, label in (("rocm/apt", f"rocm/apt/{folder}"), ("graphics", f"graphics/{folder}/ubuntu"),
-                        ("amdgpu", "amdgpu/<driver>/ubuntu")):
+    for kind, label in (
+        ("rocm/apt", f"rocm/apt/{folder}"),
+        ("graphics", f"graphics/{folder}/ubuntu"),
+        ("amdgpu", "amdgpu/<driver>/ubuntu"),
+    ):
         mine = [e for e in amd if e.amd_repository[0] == kind]
         wanted = [e for e in mine if kind == "amdgpu" or e.amd_repository[1] == folder]
         enabled = [e for e in wanted if e.enabled]
@@ -156,14 +201,16 @@ def judge_lists(entries: list[SourceEntry], release: RocmRelease, unreadable: li
     if problems:
         more = f" (also: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
         return CheckResult(LISTS, title, FAIL, f"{problems[0]}{more} — {fix}", evidence)
-    return CheckResult(LISTS, title, PASS, "enabled: " + ", ".join(f"{e.uri} {e.suite}" for e in amd if e.enabled),
-                       evidence)
+    return CheckResult(
+        LISTS, title, PASS, "enabled: " + ", ".join(f"{e.uri} {e.suite}" for e in amd if e.enabled), evidence
+    )
 
 
 def read_entries(host: Host) -> tuple[list[SourceEntry], list[str]]:
     entries, unreadable = [], []
-    paths = [SOURCES_LIST] + [f"{SOURCES_D}/{name}" for name in list_dir(host.view.local(SOURCES_D))
-                              if name.endswith((".list", ".sources"))]
+    paths = [SOURCES_LIST] + [
+        f"{SOURCES_D}/{name}" for name in list_dir(host.view.local(SOURCES_D)) if name.endswith((".list", ".sources"))
+    ]
     for path in paths:
         text, error = read_optional(host.view.local(path))
         if error:
@@ -178,8 +225,11 @@ def run(host: Host) -> list[CheckResult]:
     if not options.expect_amd_repo:
         return []  # ROCm is not installed from AMD's repositories on this host (rocm_install: skip)
     if not host.view.is_host:
-        return [CheckResult(PIN, "AMD's apt pin", SKIP, "not checked in an image (--root): apt's cache is this "
-                            "machine's", {})]
+        return [
+            CheckResult(
+                PIN, "AMD's apt pin", SKIP, "not checked in an image (--root): apt's cache is this machine's", {}
+            )
+        ]
     try:
         release = rocm_release(options.expect_rocm)
     except UnknownRelease as error:  # `verify check` refuses it first; a library caller may not
@@ -190,13 +240,14 @@ def run(host: Host) -> list[CheckResult]:
     text, error = apt_cache_policy(colliding_names(release))
     files_text, files_error = apt_cache_policy() if error is None else (None, None)
     if error or files_error:
-        return [CheckResult(PIN, "AMD's apt pin", WARN, f"cannot ask apt: {error or files_error}",
-                            {"unreadable": bad}), lists]
+        return [
+            CheckResult(PIN, "AMD's apt pin", WARN, f"cannot ask apt: {error or files_error}", {"unreadable": bad}),
+            lists,
+        ]
     pin = judge_pin(release, pins, parse_package_policies(text), parse_package_files(files_text))
     if bad:
         pin = CheckResult(pin.id, pin.title, pin.status, pin.reason, dict(pin.evidence, unreadable=bad))
     return [pin, lists]
-
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:

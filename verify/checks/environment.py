@@ -107,8 +107,13 @@ def check_loader(host: Host) -> CheckResult:
 
             def judge(process: ProcessImage) -> CheckResult:
                 return linkage.judge_linkage(
-                    process, bnb_library=bnb, site_packages=host.view.image_path(host.venv.site_packages),
-                    release=host.options.expect_rocm, view=host.view, owners=strays.owners(host))
+                    process,
+                    bnb_library=bnb,
+                    site_packages=host.view.image_path(host.venv.site_packages),
+                    release=host.options.expect_rocm,
+                    view=host.view,
+                    owners=strays.owners(host),
+                )
 
             clean_problems = set(_problems(judge(image)))
             for setting in settings:
@@ -118,36 +123,55 @@ def check_loader(host: Host) -> CheckResult:
                 # Only what this setting breaks: a host that fails the clean check already says so in linkage.static.
                 new = [text for short, text in _problems(judged).items() if short not in clean_problems]
                 moved_evidence.append({"setting": setting.to_json(), "moved": moved, "new_problems": new})
-                said = f"LD_LIBRARY_PATH={setting.value} ({setting.where}{', conditional' if setting.conditional else ''})"
+                said = (
+                    f"LD_LIBRARY_PATH={setting.value} ({setting.where}{', conditional' if setting.conditional else ''})"
+                )
                 shown = "; ".join(moved[:3]) + (f" (+{len(moved) - 3} more)" if len(moved) > 3 else "")
                 if new:
-                    problems.append(f"{said} breaks the process: {new[0].split(' — ')[0]}"
-                                    f"{'; it moves ' + shown if moved else ''} — remove that line (torch's "
-                                    f"libraries and /opt/rocm-{host.options.expect_rocm} are found without it)")
+                    problems.append(
+                        f"{said} breaks the process: {new[0].split(' — ')[0]}"
+                        f"{'; it moves ' + shown if moved else ''} — remove that line (torch's "
+                        f"libraries and /opt/rocm-{host.options.expect_rocm} are found without it)"
+                    )
                 elif moved:
                     warnings.append(f"{said} moves {shown} — remove that line unless it is meant")
         else:
-            warnings.append("LD_LIBRARY_PATH is set ("
-                            + ", ".join(s.describe() for s in settings) + ") but there is no process to model")
+            warnings.append(
+                "LD_LIBRARY_PATH is set ("
+                + ", ".join(s.describe() for s in settings)
+                + ") but there is no process to model"
+            )
     evidence["moved_bindings"] = moved_evidence
     for setting in env.applied("LD_PRELOAD"):
         if setting.value:
-            warnings.append(f"LD_PRELOAD={setting.value} ({setting.where}) preloads into every Python — preloading "
-                            "is not modelled: remove it, or check the library brings no ROCm runtime")
+            warnings.append(
+                f"LD_PRELOAD={setting.value} ({setting.where}) preloads into every Python — preloading "
+                "is not modelled: remove it, or check the library brings no ROCm runtime"
+            )
     if env.preload:
-        warnings.append(f"/etc/ld.so.preload preloads {', '.join(env.preload)} into every process (not modelled) — "
-                        "remove the entries unless they are meant")
+        warnings.append(
+            f"/etc/ld.so.preload preloads {', '.join(env.preload)} into every process (not modelled) — "
+            "remove the entries unless they are meant"
+        )
     for line in env.unparsed:
-        warnings.append(f"{line.describe()} sets a watched variable in a form this check does not read (nothing is "
-                        "run to find out) — simplify it to NAME=VALUE, or check it by hand")
+        warnings.append(
+            f"{line.describe()} sets a watched variable in a form this check does not read (nothing is "
+            "run to find out) — simplify it to NAME=VALUE, or check it by hand"
+        )
     for error in env.unreadable:
         warnings.append(f"cannot read {error}")
-    other_release = [d for d in env.rocm_conf_dirs
-                     if d.startswith(_DIR_OF_RELEASE) and not d.startswith(f"{_DIR_OF_RELEASE}{host.options.expect_rocm}/")
-                     and d != f"{_DIR_OF_RELEASE}{host.options.expect_rocm}"]
+    other_release = [
+        d
+        for d in env.rocm_conf_dirs
+        if d.startswith(_DIR_OF_RELEASE)
+        and not d.startswith(f"{_DIR_OF_RELEASE}{host.options.expect_rocm}/")
+        and d != f"{_DIR_OF_RELEASE}{host.options.expect_rocm}"
+    ]
     if other_release:
-        warnings.append(f"ld.so.conf names {', '.join(other_release)}, another ROCm release: ldconfig puts its "
-                        "libraries into the cache every process searches — remove that file from /etc/ld.so.conf.d")
+        warnings.append(
+            f"ld.so.conf names {', '.join(other_release)}, another ROCm release: ldconfig puts its "
+            "libraries into the cache every process searches — remove that file from /etc/ld.so.conf.d"
+        )
     notes = []
     if env.unknown_generators:
         notes.append(f"not run: {', '.join(env.unknown_generators)} (environment generators; what they set is unknown)")
@@ -158,8 +182,11 @@ def check_loader(host: Host) -> CheckResult:
         also = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""
         return CheckResult(LOADER, title, WARN, warnings[0] + also, evidence)
     looked = "/etc/environment, environment.d, /etc/profile.d, the venv's activate, /etc/ld.so.preload"
-    said = (f"LD_LIBRARY_PATH set ({', '.join(s.describe() for s in settings)}) and no binding moves" if settings
-            else "no LD_LIBRARY_PATH or LD_PRELOAD")
+    said = (
+        f"LD_LIBRARY_PATH set ({', '.join(s.describe() for s in settings)}) and no binding moves"
+        if settings
+        else "no LD_LIBRARY_PATH or LD_PRELOAD"
+    )
     return CheckResult(LOADER, title, PASS, f"{said} in {looked}{'; ' + notes[0] if notes else ''}", evidence)
 
 
@@ -175,14 +202,20 @@ def check_bnb_rocm_version(host: Host) -> CheckResult:
     wrong = [s for s in settings if s.value != wanted]
     if wrong:
         first = wrong[0]
-        return CheckResult(BNB, title, FAIL,
-                           f"BNB_ROCM_VERSION={first.value} ({first.where}) makes bitsandbytes load "
-                           f"libbitsandbytes_rocm{first.value}.so, with no fallback, but {basis} needs "
-                           f"libbitsandbytes_rocm{wanted}.so — remove that line (bitsandbytes picks the right build "
-                           "by itself)", evidence)
+        return CheckResult(
+            BNB,
+            title,
+            FAIL,
+            f"BNB_ROCM_VERSION={first.value} ({first.where}) makes bitsandbytes load "
+            f"libbitsandbytes_rocm{first.value}.so, with no fallback, but {basis} needs "
+            f"libbitsandbytes_rocm{wanted}.so — remove that line (bitsandbytes picks the right build "
+            "by itself)",
+            evidence,
+        )
     if settings:
-        return CheckResult(BNB, title, PASS, f"BNB_ROCM_VERSION={wanted} ({settings[0].where}) matches {basis}",
-                           evidence)
+        return CheckResult(
+            BNB, title, PASS, f"BNB_ROCM_VERSION={wanted} ({settings[0].where}) matches {basis}", evidence
+        )
     return CheckResult(BNB, title, PASS, "BNB_ROCM_VERSION is set nowhere: bitsandbytes follows torch's HIP", evidence)
 
 
@@ -193,10 +226,15 @@ def check_amdsmi(host: Host) -> CheckResult:
     if version is None:
         return CheckResult(AMDSMI, title, PASS, "the PyPI amdsmi package is not installed", evidence)
     site = posixpath.join(host.view.image_path(host.venv.site_packages), "amdsmi")
-    return CheckResult(AMDSMI, title, WARN,
-                       f"amdsmi {version} is installed in the venv ({site}): beside torch's bundled libamd_smi, "
-                       "torch.cuda.device_count() can return 0 (pytorch#186516) — pip uninstall amdsmi (as the venv's "
-                       "owner) unless something needs it", evidence)
+    return CheckResult(
+        AMDSMI,
+        title,
+        WARN,
+        f"amdsmi {version} is installed in the venv ({site}): beside torch's bundled libamd_smi, "
+        "torch.cuda.device_count() can return 0 (pytorch#186516) — pip uninstall amdsmi (as the venv's "
+        "owner) unless something needs it",
+        evidence,
+    )
 
 
 def run(host: Host) -> list[CheckResult]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from verify.checks.probe_account import ProbeAccount, probe_account
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
@@ -63,7 +64,8 @@ class Host:
         self.venv = find_venv(options.venv, self.view)
         # Who runs the venv's code; None: nothing of it runs (--static-only).
         self.probe_account: ProbeAccount | None = (
-            None if options.static_only else probe_account(options.probe_user, self.venv.root))
+            None if options.static_only else probe_account(options.probe_user, self.venv.root)
+        )
         self._shared: dict[Callable[[Host], Any], Any] = {}
         self.static_stopped: str | None = None  # why the static part stopped before its end (its time limit)
         self.runtime_blocked: str | None = None  # why the runtime probe must not start (set by a static check)
@@ -83,15 +85,23 @@ class Host:
                     pretty = line.split("=", 1)[1].strip().strip('"')
         except OSError:
             pass
-        return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(),
-                        platform.python_version())
+        return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version())
 
     def request(self) -> Request:
         """What was asked, as the report states it."""
         options = self.options
-        return Request(str(options.venv), options.expect_rocm, options.expect_bitsandbytes, options.device,
-                       options.gpu_required, options.static_only, str(options.root), options.torch_label,
-                       options.expect_amd_repo, options.model)
+        return Request(
+            str(options.venv),
+            options.expect_rocm,
+            options.expect_bitsandbytes,
+            options.device,
+            options.gpu_required,
+            options.static_only,
+            str(options.root),
+            options.torch_label,
+            options.expect_amd_repo,
+            options.model,
+        )
 
     @property
     def packages(self) -> tuple[DpkgPackage, ...] | None:

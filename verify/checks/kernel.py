@@ -50,23 +50,29 @@ def check_driver(found: KernelState, gpu_required: bool) -> CheckResult:
     problems = []
     if found.blocks:
         where = "; ".join(b.describe() for b in found.blocks)
-        problems.append(f"amdgpu is kept from loading by {where} — remove it (then {REBUILD_INITRAMFS} and reboot; "
-                        "AMD's install FAQ)")
+        problems.append(
+            f"amdgpu is kept from loading by {where} — remove it (then {REBUILD_INITRAMFS} and reboot; "
+            "AMD's install FAQ)"
+        )
     if running is None or not running.has_amdgpu:
         package = f"linux-modules-extra-{found.running}"
         detail = running.describe_amdgpu() if running else f"no /lib/modules/{found.running}: amdgpu.ko missing"
-        problems.append(f"the running kernel {found.running} has {detail.replace('amdgpu.ko missing', 'no amdgpu.ko')}"
-                        f" — apt-get install {package} (Ubuntu) or boot a kernel with amdgpu")
+        problems.append(
+            f"the running kernel {found.running} has {detail.replace('amdgpu.ko missing', 'no amdgpu.ko')}"
+            f" — apt-get install {package} (Ubuntu) or boot a kernel with amdgpu"
+        )
     if not found.amdgpu_loaded:
-        problems.append(f"amdgpu is not loaded (no /sys/module/amdgpu) — modprobe amdgpu, or reboot")
+        problems.append("amdgpu is not loaded (no /sys/module/amdgpu) — modprobe amdgpu, or reboot")
     if not found.kfd:
         problems.append("/dev/kfd is missing (the amdgpu driver offers no compute interface) — load amdgpu")
     if not problems:
-        return CheckResult(DRIVER, title, PASS,
-                           f"{found.running}: amdgpu loaded ({running.amdgpu_module}), /dev/kfd present", evidence)
+        return CheckResult(
+            DRIVER, title, PASS, f"{found.running}: amdgpu loaded ({running.amdgpu_module}), /dev/kfd present", evidence
+        )
     if not gpu_required:
-        return CheckResult(DRIVER, title, SKIP, f"no GPU required on this host: {problems[0].split(' — ')[0]}",
-                           evidence)
+        return CheckResult(
+            DRIVER, title, SKIP, f"no GPU required on this host: {problems[0].split(' — ')[0]}", evidence
+        )
     also = f" (also: {'; '.join(p.split(' — ')[0] for p in problems[1:])})" if len(problems) > 1 else ""
     return CheckResult(DRIVER, title, FAIL, problems[0] + also, evidence)
 
@@ -82,8 +88,11 @@ def next_boot_line(found: KernelState) -> str | None:
         why.append(f"/run/reboot-required{packages}")
     if found.running and found.next_boot and found.next_boot != found.running:
         why.append(f"{found.running} runs, {found.next_boot} is the newest installed")
-    target = (f"the next boot runs {found.next_boot} — {nxt.describe_amdgpu()}" if nxt
-              else "the kernel of the next boot is not known (no installed kernel found)")
+    target = (
+        f"the next boot runs {found.next_boot} — {nxt.describe_amdgpu()}"
+        if nxt
+        else "the kernel of the next boot is not known (no installed kernel found)"
+    )
     grub = f" (unless GRUB_DEFAULT={found.grub_default} picks another)" if found.grub_default else ""
     return f"reboot pending ({'; '.join(why)}): {target}{grub}"
 
@@ -92,26 +101,44 @@ def check_next_boot(found: KernelState) -> CheckResult:
     title = "the kernel of the next boot has amdgpu"
     evidence = found.to_json()
     if not found.installed:
-        return CheckResult(NEXT_BOOT, title, SKIP,
-                           "no installed kernel (no /boot/vmlinuz-*, no linux-image package): nothing boots from this "
-                           "system (a container or a chroot)", evidence)
+        return CheckResult(
+            NEXT_BOOT,
+            title,
+            SKIP,
+            "no installed kernel (no /boot/vmlinuz-*, no linux-image package): nothing boots from this "
+            "system (a container or a chroot)",
+            evidence,
+        )
     nxt = found.kernel(found.next_boot)
     without = [k.release for k in found.installed if not k.has_amdgpu]
     evidence["without_amdgpu"] = without
     if nxt is not None and not nxt.has_amdgpu:
-        fix = (f"apt-get install linux-modules-extra-{nxt.release}" if nxt.packages and nxt.packages.modules
-               else f"install a kernel with amdgpu, or remove {nxt.release}")
-        return CheckResult(NEXT_BOOT, title, WARN,
-                           f"after the next reboot the GPU is gone: {nxt.release} (the newest installed kernel, which "
-                           f"boots next) has {nxt.describe_amdgpu().replace('amdgpu.ko missing', 'no amdgpu.ko')} — "
-                           f"{fix} before rebooting", evidence)
+        fix = (
+            f"apt-get install linux-modules-extra-{nxt.release}"
+            if nxt.packages and nxt.packages.modules
+            else f"install a kernel with amdgpu, or remove {nxt.release}"
+        )
+        return CheckResult(
+            NEXT_BOOT,
+            title,
+            WARN,
+            f"after the next reboot the GPU is gone: {nxt.release} (the newest installed kernel, which "
+            f"boots next) has {nxt.describe_amdgpu().replace('amdgpu.ko missing', 'no amdgpu.ko')} — "
+            f"{fix} before rebooting",
+            evidence,
+        )
     line = next_boot_line(found)
     if line:
         return CheckResult(NEXT_BOOT, title, WARN, f"{line} — reboot to run it", evidence)
     older = f"; without amdgpu.ko: {', '.join(without)}" if without else ""
-    return CheckResult(NEXT_BOOT, title, PASS,
-                       f"no reboot pending; {found.next_boot} boots next, amdgpu.ko present "
-                       f"({len(found.installed)} kernel(s) installed{older})", evidence)
+    return CheckResult(
+        NEXT_BOOT,
+        title,
+        PASS,
+        f"no reboot pending; {found.next_boot} boots next, amdgpu.ko present "
+        f"({len(found.installed)} kernel(s) installed{older})",
+        evidence,
+    )
 
 
 def check_packages(found: KernelState) -> CheckResult:
@@ -121,9 +148,14 @@ def check_packages(found: KernelState) -> CheckResult:
         return CheckResult(PACKAGES, title, SKIP, "dpkg's database could not be read", evidence)
     running = found.kernel(found.running) if found.running else None
     if running is None or running.packages is None:
-        return CheckResult(PACKAGES, title, SKIP,
-                           f"dpkg has no package of the running kernel {found.running or '(none: an image)'} "
-                           "(a container, a chroot or a hand-built kernel)", evidence)
+        return CheckResult(
+            PACKAGES,
+            title,
+            SKIP,
+            f"dpkg has no package of the running kernel {found.running or '(none: an image)'} "
+            "(a container, a chroot or a hand-built kernel)",
+            evidence,
+        )
     missing = []
     if not running.packages.headers:
         missing.append(f"linux-headers-{running.release}")
@@ -132,13 +164,24 @@ def check_packages(found: KernelState) -> CheckResult:
     statement = found.meta.statement()
     meta_ok = not found.meta.split_modules or bool(found.meta.pulling_modules_extra)
     if missing:
-        return CheckResult(PACKAGES, title, WARN,
-                           f"{', '.join(missing)} not installed (AMD's prerequisites for the running kernel) — "
-                           f"apt-get install {' '.join(missing)} (the ROCm stage does); {statement}", evidence)
+        return CheckResult(
+            PACKAGES,
+            title,
+            WARN,
+            f"{', '.join(missing)} not installed (AMD's prerequisites for the running kernel) — "
+            f"apt-get install {' '.join(missing)} (the ROCm stage does); {statement}",
+            evidence,
+        )
     if not meta_ok:
         return CheckResult(PACKAGES, title, WARN, statement, evidence)
-    return CheckResult(PACKAGES, title, PASS, f"headers{' and modules-extra' if found.meta.split_modules else ''} "
-                       f"for {running.release} installed; {statement}", evidence)
+    return CheckResult(
+        PACKAGES,
+        title,
+        PASS,
+        f"headers{' and modules-extra' if found.meta.split_modules else ''} "
+        f"for {running.release} installed; {statement}",
+        evidence,
+    )
 
 
 def run(host: Host) -> list[CheckResult]:

@@ -21,8 +21,8 @@ import functools
 import os
 import posixpath
 import stat
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from verify.checks import strays
 from verify.checks.host import Host, result
@@ -52,8 +52,11 @@ class Places:
     @classmethod
     def of_venv(cls, site_packages: str, release: str, view: FileSystemView) -> Places:
         """The venv's torch/lib and /opt/rocm-RELEASE, symlinks resolved (inside the image `view` shows)."""
-        return cls(torch_lib=view.real_path(posixpath.join(site_packages, "torch", "lib")),
-                   rocm_dir=view.real_path(f"/opt/rocm-{release}"), release=release)
+        return cls(
+            torch_lib=view.real_path(posixpath.join(site_packages, "torch", "lib")),
+            rocm_dir=view.real_path(f"/opt/rocm-{release}"),
+            release=release,
+        )
 
     def origin(self, canonical: str) -> str:
         if canonical.startswith(self.torch_lib + "/"):
@@ -94,8 +97,10 @@ def judge_linkage(
         shorts.append(short)
 
     for finding in image.findings:
-        problem(f"{finding.message} — reinstall what ships {posixpath.basename(finding.path)}",
-                f"{posixpath.basename(finding.path)} unreadable")
+        problem(
+            f"{finding.message} — reinstall what ships {posixpath.basename(finding.path)}",
+            f"{posixpath.basename(finding.path)} unreadable",
+        )
 
     for request in image.missing:
         if request.kind == "dlopen" and request.name == bnb_library:
@@ -118,8 +123,14 @@ def judge_linkage(
         origin = places.origin(canonical)
         owner = owners.get(canonical)
         rocm_objects.append(
-            {"path": obj.path, "real_path": canonical, "requested_as": obj.requested_as, "via": obj.via,
-             "origin": origin, "package": owner}
+            {
+                "path": obj.path,
+                "real_path": canonical,
+                "requested_as": obj.requested_as,
+                "via": obj.via,
+                "origin": origin,
+                "package": owner,
+            }
         )
         if origin == ELSEWHERE:
             source = f" from {owner}" if owner else ""
@@ -232,7 +243,6 @@ def _how(request: Request) -> str:
     return request.outcome
 
 
-
 # --- this run's check: the process model of the venv's python, then the judgement ------------------------------------
 
 
@@ -282,41 +292,76 @@ def run(host: Host) -> list[CheckResult]:
     found = inputs(host)
     choice = found.choice
     if choice is None:
-        return [CheckResult("linkage.static", TITLE, FAIL,
-                            f"bitsandbytes is not installed in {options.venv} — pip install "
-                            f"bitsandbytes=={options.expect_bitsandbytes}", {})]
+        return [
+            CheckResult(
+                "linkage.static",
+                TITLE,
+                FAIL,
+                f"bitsandbytes is not installed in {options.venv} — pip install "
+                f"bitsandbytes=={options.expect_bitsandbytes}",
+                {},
+            )
+        ]
     bnb_host = view.image_path(choice.path)
     evidence_choice = {"library": choice.name, "rule": choice.rule, "warning": choice.warning, "error": choice.error}
     if choice.error:
-        return [CheckResult("linkage.static", TITLE, FAIL, f"bitsandbytes would load no ROCm library: {choice.error}",
-                            {"bnb_choice": evidence_choice})]
+        return [
+            CheckResult(
+                "linkage.static",
+                TITLE,
+                FAIL,
+                f"bitsandbytes would load no ROCm library: {choice.error}",
+                {"bnb_choice": evidence_choice},
+            )
+        ]
     if not choice.path.exists():
-        return [CheckResult("linkage.static", TITLE, FAIL,
-                            f"bitsandbytes would fail with 'No compatible ROCm binary found at {bnb_host}' "
-                            f"({choice.rule}) — install torch for ROCm {options.expect_rocm} and "
-                            f"bitsandbytes=={options.expect_bitsandbytes}", {"bnb_choice": evidence_choice})]
+        return [
+            CheckResult(
+                "linkage.static",
+                TITLE,
+                FAIL,
+                f"bitsandbytes would fail with 'No compatible ROCm binary found at {bnb_host}' "
+                f"({choice.rule}) — install torch for ROCm {options.expect_rocm} and "
+                f"bitsandbytes=={options.expect_bitsandbytes}",
+                {"bnb_choice": evidence_choice},
+            )
+        ]
     executable = str(options.venv / "bin" / "python")
     torch_dlopens = list(found.torch_dlopens)
     try:
         image = resolve(host, executable, [*torch_dlopens, bnb_host], options.environ)
     except (ElfError, OSError) as error:
-        return [CheckResult("linkage.static", TITLE, FAIL, f"cannot analyse {executable}: {error} — recreate the venv",
-                            {"bnb_choice": evidence_choice})]
+        return [
+            CheckResult(
+                "linkage.static",
+                TITLE,
+                FAIL,
+                f"cannot analyse {executable}: {error} — recreate the venv",
+                {"bnb_choice": evidence_choice},
+            )
+        ]
     notes = list(found.notes)
     if choice.warning:
         notes.append(choice.warning)
     if options.environ.get("LD_PRELOAD"):
         notes.append(f"LD_PRELOAD={options.environ['LD_PRELOAD']!r} is set: preloaded objects are not modelled")
     result = judge_linkage(
-        image, bnb_library=bnb_host, site_packages=view.image_path(host.venv.site_packages),
-        release=options.expect_rocm, view=view, owners=strays.owners(host), notes=notes,
+        image,
+        bnb_library=bnb_host,
+        site_packages=view.image_path(host.venv.site_packages),
+        release=options.expect_rocm,
+        view=view,
+        owners=strays.owners(host),
+        notes=notes,
     )
     evidence = dict(result.evidence, bnb_choice=evidence_choice, torch_dlopens=torch_dlopens)
     unsafe = _not_regular_files([finding.path for finding in image.findings], view)
     if unsafe:
         evidence["not_regular_files"] = unsafe
-        host.runtime_blocked = (f"{', '.join(unsafe)}: not a regular file where the process would load a library (a "
-                                "FIFO would block the probe for ever) — remove it and reinstall what owns that path")
+        host.runtime_blocked = (
+            f"{', '.join(unsafe)}: not a regular file where the process would load a library (a "
+            "FIFO would block the probe for ever) — remove it and reinstall what owns that path"
+        )
     return [CheckResult(result.id, result.title, result.status, result.reason, evidence)]
 
 
@@ -332,7 +377,6 @@ def _not_regular_files(paths: list[str], view: FileSystemView) -> list[str]:
         if not stat.S_ISREG(mode):
             found.append(path)
     return found
-
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:

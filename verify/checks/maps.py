@@ -13,7 +13,8 @@ Non-ROCm extras (Python's own extension modules, numpy's libraries) are not part
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from verify.checks import linkage, runtime
 from verify.checks.host import Host
@@ -82,7 +83,8 @@ def compare_maps(
             lazy_ok.append(canonical)
 
     after = sorted(
-        realpath(m["path"]) for m in lazily_mapped
+        realpath(m["path"])
+        for m in lazily_mapped
         if is_rocm_library(m["path"]) and realpath(m["path"]) not in mapped_paths
     )
     evidence = {
@@ -98,18 +100,24 @@ def compare_maps(
         if not_mapped:
             parts.append(f"predicted but not mapped: {', '.join(not_mapped[:3])}{' …' if len(not_mapped) > 3 else ''}")
         if unexpected:
-            parts.append(f"mapped but neither predicted nor from torch/lib or /opt/rocm-{places.release}: "
-                         f"{', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}")
+            parts.append(
+                f"mapped but neither predicted nor from torch/lib or /opt/rocm-{places.release}: "
+                f"{', '.join(unexpected[:3])}{' …' if len(unexpected) > 3 else ''}"
+            )
         return CheckResult("runtime.maps", TITLE, FAIL, "; ".join(parts), evidence)
     if lazy_ok:
         return CheckResult(
-            "runtime.maps", TITLE, WARN,
+            "runtime.maps",
+            TITLE,
+            WARN,
             f"all {len(predicted)} predicted objects mapped; {len(lazy_ok)} ROCm libraries opened at run time that the "
             f"static model does not predict: {', '.join(os.path.basename(p) for p in lazy_ok[:4])}",
             evidence,
         )
     return CheckResult(
-        "runtime.maps", TITLE, PASS,
+        "runtime.maps",
+        TITLE,
+        PASS,
         f"all {len(predicted)} predicted objects mapped at the predicted paths; "
         f"{len(evidence['rocm_mapped'])} ROCm libraries mapped, none unpredicted",
         evidence,
@@ -134,8 +142,9 @@ def run(host: Host) -> list[CheckResult]:
         environ["LD_LIBRARY_PATH"] = probe_env["LD_LIBRARY_PATH"]
     image = linkage.resolve(host, data.get("executable") or str(options.venv / "bin" / "python"), dlopens, environ)
     places = Places.of_venv(host.view.image_path(host.venv.site_packages), options.expect_rocm, host.view)
-    result = compare_maps(image, mapped, places, realpath=host.view.real_path,
-                          lazily_mapped=data.get("maps_after_nf4") or ())
+    result = compare_maps(
+        image, mapped, places, realpath=host.view.real_path, lazily_mapped=data.get("maps_after_nf4") or ()
+    )
     return [CheckResult(result.id, result.title, result.status, result.reason, dict(result.evidence, dlopens=dlopens))]
 
 

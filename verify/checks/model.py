@@ -15,10 +15,11 @@ GPU's check also says whether the model fits it in 4-bit and in 16 bits.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verify.checks import model_bounds, nf4
 from verify.checks.host import Host
@@ -56,17 +57,27 @@ def probe_arguments(device: str, source: str = SYNTHETIC, gpus: tuple[int, ...] 
     selected = [f"--gpu={index}" for index in gpus]
     if source == SYNTHETIC:
         return ["--device", device, *selected, *model_bounds.SYNTHETIC_ARGUMENTS]
-    return ["--device", device, *selected, "--path", source, "--seed", str(model_bounds.SEED),
-            *model_bounds.PROMPT_ARGUMENTS]
+    return [
+        "--device",
+        device,
+        *selected,
+        "--path",
+        source,
+        "--seed",
+        str(model_bounds.SEED),
+        *model_bounds.PROMPT_ARGUMENTS,
+    ]
 
 
 def root_refusal(account: ProbeAccount | None) -> str | None:
     """Why the model probe must not run as `account` (None: this process's own account): it is root."""
     if (os.geteuid() if account is None else account.uid) != 0:
         return None
-    return ("refused: the venv's owner is root, and the model check runs Transformers, which reads model files, only "
-            "as an unprivileged account — set venv_owner to the account that owns the venv (by hand: --probe-user), "
-            "or verify_model: 'off'")
+    return (
+        "refused: the venv's owner is root, and the model check runs Transformers, which reads model files, only "
+        "as an unprivileged account — set venv_owner to the account that owns the venv (by hand: --probe-user), "
+        "or verify_model: 'off'"
+    )
 
 
 def run_model_probe(
@@ -82,8 +93,11 @@ def run_model_probe(
     refusal = root_refusal(account)
     if refusal is not None:
         return ProbeRun(None, -1, (), refusal)
-    arguments = [*probe_arguments(want.device, want.source, want.gpus),
-                 "--time-limit", f"{timeout * TIME_LIMIT_SHARE:g}"]
+    arguments = [
+        *probe_arguments(want.device, want.source, want.gpus),
+        "--time-limit",
+        f"{timeout * TIME_LIMIT_SHARE:g}",
+    ]
     return run_script(python, probe_source(), arguments, env=env, timeout=timeout, account=account)
 
 
@@ -113,8 +127,11 @@ def _fit_evidence(device: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _fit_text(fit: Mapping[str, Any], dtype16: str) -> str:
     total = _mib(fit["total_memory"])
-    four = f"fits in 4-bit ({_mib(fit['weights_4bit'])} of {total})" if fit["fits_4bit"] else (
-        f"does not fit in 4-bit ({_mib(fit['weights_4bit'])} of {total})")
+    four = (
+        f"fits in 4-bit ({_mib(fit['weights_4bit'])} of {total})"
+        if fit["fits_4bit"]
+        else (f"does not fit in 4-bit ({_mib(fit['weights_4bit'])} of {total})")
+    )
     sixteen = "fits" if fit["fits_16bit"] else "does not fit"
     return f"{four}, {sixteen} in {dtype16} ({_mib(fit['weights_16bit'])})"
 
@@ -159,8 +176,11 @@ def judge_device(probe: Mapping[str, Any], device: Mapping[str, Any], want: Mode
     if not ok:
         return CheckResult(check_id, title, FAIL, f"{model} in 4-bit on {label}: {'; '.join(problems)}", evidence)
 
-    parts = [f"footprint {ratio:.3f} of {dtype16} ({_mib(device['footprint_4bit'])} of {_mib(sixteen)}"
-             + ("" if measured16 else ", estimated") + ")"]
+    parts = [
+        f"footprint {ratio:.3f} of {dtype16} ({_mib(device['footprint_4bit'])} of {_mib(sixteen)}"
+        + ("" if measured16 else ", estimated")
+        + ")"
+    ]
     if not want.synthetic:
         low, high = model_bounds.TYPICAL_RATIO
         parts[-1] += f", typical {low}-{high}"
@@ -196,8 +216,12 @@ def judge_model(probe_run: ProbeRun, want: ModelExpectations) -> list[CheckResul
         return [CheckResult("model", title, FAIL, f"model check not run: {why}", evidence)]
     if "probe" in errors:
         # The probe stopped part-way (its time limit): the device it was on, and those after it, say so.
-        devices = [dict(d, errors={**(d.get("errors") or {}), "probe": errors["probe"]})
-                   if "generation_identical" not in d else d for d in devices]
+        devices = [
+            dict(d, errors={**(d.get("errors") or {}), "probe": errors["probe"]})
+            if "generation_identical" not in d
+            else d
+            for d in devices
+        ]
     return [judge_device(probe, device, want) for device in devices]
 
 
@@ -212,22 +236,39 @@ def run(host: Host) -> list[CheckResult]:
         return []
     passed = nf4.passed_devices(host)
     skipped = [
-        CheckResult(_check_id(r.evidence["device"]), f"4-bit NF4 causal LM on {r.evidence['device']}", SKIP,
-                    f"not run on {r.evidence['device']}: its NF4 smoke did not pass", {"device": r.evidence["device"]})
-        for r in nf4.run(host) if r.status != PASS and r.evidence.get("device")
+        CheckResult(
+            _check_id(r.evidence["device"]),
+            f"4-bit NF4 causal LM on {r.evidence['device']}",
+            SKIP,
+            f"not run on {r.evidence['device']}: its NF4 smoke did not pass",
+            {"device": r.evidence["device"]},
+        )
+        for r in nf4.run(host)
+        if r.status != PASS and r.evidence.get("device")
     ]
     if not passed:
         return skipped
     refusal = root_refusal(host.probe_account)
     if refusal is not None:
         # Not a failure of the GPU stack: a setting keeps the check from running, and the line says which.
-        return [CheckResult("model", "4-bit NF4 causal LM loads and generates", WARN, f"model check {refusal}",
-                            {"probe_account": host.probe_account.user})] + skipped
+        return [
+            CheckResult(
+                "model",
+                "4-bit NF4 causal LM loads and generates",
+                WARN,
+                f"model check {refusal}",
+                {"probe_account": host.probe_account.user},
+            )
+        ] + skipped
     on_cpu = "cpu" in passed
-    want = ModelExpectations(options.model, "cpu" if on_cpu else "auto",
-                             () if on_cpu else tuple(int(d.split(":", 1)[1]) for d in passed if d.startswith("cuda:")))
-    found = run_model_probe(host.venv.python, want, account=host.probe_account, env=options.environ,
-                            timeout=options.model_timeout)
+    want = ModelExpectations(
+        options.model,
+        "cpu" if on_cpu else "auto",
+        () if on_cpu else tuple(int(d.split(":", 1)[1]) for d in passed if d.startswith("cuda:")),
+    )
+    found = run_model_probe(
+        host.venv.python, want, account=host.probe_account, env=options.environ, timeout=options.model_timeout
+    )
     return judge_model(found, want) + skipped
 
 
@@ -241,7 +282,16 @@ def facts(host: Host, results: list[CheckResult]) -> dict:
         if not r.id.startswith("model.") or r.status == SKIP or not r.evidence:
             continue
         fit = r.evidence.get("fit") or {}
-        runs.append(ModelRun(r.evidence.get("device"), r.status, r.evidence.get("footprint_ratio"),
-                             r.evidence.get("logits_cosine"), r.evidence.get("tokens_per_s"),
-                             bool(r.evidence.get("gpu_pass")), fit.get("fits_4bit"), fit.get("fits_16bit")))
+        runs.append(
+            ModelRun(
+                r.evidence.get("device"),
+                r.status,
+                r.evidence.get("footprint_ratio"),
+                r.evidence.get("logits_cosine"),
+                r.evidence.get("tokens_per_s"),
+                bool(r.evidence.get("gpu_pass")),
+                fit.get("fits_4bit"),
+                fit.get("fits_16bit"),
+            )
+        )
     return {"model": tuple(runs)}

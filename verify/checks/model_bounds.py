@@ -41,7 +41,8 @@ GPU fits it, measured.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # The synthetic model and prompt: the caller passes these to the probe (model_probe.py has the same defaults).
 SEED = 1234
@@ -52,10 +53,23 @@ PROMPT_TOKENS = 64  # positions whose logits are compared
 GENERATE_FROM = 8  # greedy generation starts from the first 8 prompt tokens
 NEW_TOKENS = 16
 PROMPT_ARGUMENTS = (
-    "--prompt-tokens", str(PROMPT_TOKENS), "--generate-from", str(GENERATE_FROM), "--new-tokens", str(NEW_TOKENS),
+    "--prompt-tokens",
+    str(PROMPT_TOKENS),
+    "--generate-from",
+    str(GENERATE_FROM),
+    "--new-tokens",
+    str(NEW_TOKENS),
 )
 SYNTHETIC_ARGUMENTS = (
-    "--layers", str(LAYERS), "--hidden", str(HIDDEN), "--vocab", str(VOCAB), "--seed", str(SEED), *PROMPT_ARGUMENTS,
+    "--layers",
+    str(LAYERS),
+    "--hidden",
+    str(HIDDEN),
+    "--vocab",
+    str(VOCAB),
+    "--seed",
+    str(SEED),
+    *PROMPT_ARGUMENTS,
 )
 
 BLOCKSIZE = 64  # bitsandbytes' 4-bit blocksize, as Transformers uses it
@@ -141,8 +155,10 @@ def judge_model_run(measurement: Mapping[str, Any], synthetic: bool) -> tuple[bo
         low, high = band[0] - RATIO_MARGIN, band[1] + RATIO_MARGIN
         if not low <= ratio <= high:
             what = NO_QUANTIZATION if ratio > 0.5 else "the 4-bit storage is not what NF4 takes"
-            problems.append(f"footprint 4-bit/16-bit {ratio:.4f} outside {low:.4f}-{high:.4f} "
-                            f"(4 bits per weight of its 4-bit layers): {what}")
+            problems.append(
+                f"footprint 4-bit/16-bit {ratio:.4f} outside {low:.4f}-{high:.4f} "
+                f"(4 bits per weight of its 4-bit layers): {what}"
+            )
     elif not errors:  # an error says why
         problems.append("the footprint ratio was not measured")
 
@@ -153,11 +169,13 @@ def judge_model_run(measurement: Mapping[str, Any], synthetic: bool) -> tuple[bo
         problems.append("the 4-bit logits are not finite (NaN or inf): the 4-bit kernels are wrong")
     elif cosine is not None:
         if cosine < COSINE_LOW:
-            problems.append(f"logits cosine to the 16-bit reference {cosine:.4f} < {COSINE_LOW}: the 4-bit kernels are "
-                            "wrong")
+            problems.append(
+                f"logits cosine to the 16-bit reference {cosine:.4f} < {COSINE_LOW}: the 4-bit kernels are wrong"
+            )
         elif synthetic and cosine > COSINE_HIGH:
-            problems.append(f"logits cosine {cosine:.4f} > {COSINE_HIGH}: identical to the reference — "
-                            f"{NO_QUANTIZATION}")
+            problems.append(
+                f"logits cosine {cosine:.4f} > {COSINE_HIGH}: identical to the reference — {NO_QUANTIZATION}"
+            )
         if top1 is not None and top1 < TOP1_LOW:
             problems.append(f"top-1 agreement {top1:.3f} < {TOP1_LOW}: the 4-bit model predicts other tokens")
     elif compared and not errors:
@@ -174,8 +192,11 @@ def judge_model_run(measurement: Mapping[str, Any], synthetic: bool) -> tuple[bo
 
 def bounds_evidence(synthetic: bool) -> dict[str, Any]:
     return {
-        "footprint_ratio": {"band": "parameter split, 4 bits per quantized weight, with or without fp32 scales",
-                            "margin": RATIO_MARGIN, "typical": list(TYPICAL_RATIO)},
+        "footprint_ratio": {
+            "band": "parameter split, 4 bits per quantized weight, with or without fp32 scales",
+            "margin": RATIO_MARGIN,
+            "typical": list(TYPICAL_RATIO),
+        },
         "logits_cosine": {"greater_than": COSINE_LOW, "less_than": COSINE_HIGH if synthetic else None},
         "top1_agreement": {"at_least": TOP1_LOW},
         "generation": "two greedy generations identical",

@@ -258,12 +258,16 @@ def timed(device, timings, name, func):
 
 def generate(torch, transformers, model, device, prompt, new_tokens, pad_id):
     config = transformers.GenerationConfig(
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1, pad_token_id=pad_id,
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        num_beams=1,
+        pad_token_id=pad_id,
     )
     ids = prompt.to(device.placement())
     with torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    return [int(token) for token in out[0, prompt.shape[1]:].cpu()]
+    return [int(token) for token in out[0, prompt.shape[1] :].cpu()]
 
 
 def compare(torch, got, want):
@@ -310,7 +314,9 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
     model = None
     try:
         quantization = transformers.BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=dtype,
         )
         device.reset_peak()
         model = timed(device, timings, "load_4bit", lambda: load(transformers, directory, device, dtype, quantization))
@@ -326,10 +332,18 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
             out["logits_cosine"], out["top1_agreement"] = compare(torch, logits, reference)
         out["logits_finite"] = bool(torch.isfinite(logits).all().item())
         context = prompt[:, : args.generate_from]
-        first = timed(device, timings, "generate_1", lambda: generate(torch, transformers, model, device, context,
-                                                                      args.new_tokens, pad_id))
-        second = timed(device, timings, "generate_2", lambda: generate(torch, transformers, model, device, context,
-                                                                       args.new_tokens, pad_id))
+        first = timed(
+            device,
+            timings,
+            "generate_1",
+            lambda: generate(torch, transformers, model, device, context, args.new_tokens, pad_id),
+        )
+        second = timed(
+            device,
+            timings,
+            "generate_2",
+            lambda: generate(torch, transformers, model, device, context, args.new_tokens, pad_id),
+        )
         out["generated"] = [first, second]
         out["generation_identical"] = first == second
         seconds = timings["generate_2"] / 1000.0
@@ -355,8 +369,8 @@ def versions(result, torch, transformers, bnb):
 
 def run(args, result, workdir, device_factory=choose_devices):
     start = time.perf_counter()
-    import torch
     import bitsandbytes as bnb
+    import torch
     import transformers
 
     # Transformers imports lazily: touch what the probe uses, so that the import time is counted here.
@@ -381,8 +395,10 @@ def run(args, result, workdir, device_factory=choose_devices):
             import pwd
 
             user = pwd.getpwuid(os.getuid()).pw_name
-            raise PermissionError(f"{directory}: {', '.join(blocked)} not readable by {user} — make the checkpoint "
-                                  "readable by the venv's owner")
+            raise PermissionError(
+                f"{directory}: {', '.join(blocked)} not readable by {user} — make the checkpoint "
+                "readable by the venv's owner"
+            )
         config = transformers.AutoConfig.from_pretrained(directory, local_files_only=True, trust_remote_code=False)
         model_info["model_type"] = getattr(config, "model_type", None)
         vocab = int(getattr(config, "vocab_size", 0) or 0)
@@ -390,8 +406,10 @@ def run(args, result, workdir, device_factory=choose_devices):
             raise ValueError(f"{directory}/config.json has no vocab_size: not a causal LM checkpoint")
     model_info["checkpoint_bytes"] = checkpoint_bytes(directory)
     if not model_info["checkpoint_bytes"]:
-        raise ValueError(f"{directory} has no .safetensors weights: a pickle checkpoint (pytorch_model.bin) is code "
-                         "and is not loaded — save it as safetensors")
+        raise ValueError(
+            f"{directory} has no .safetensors weights: a pickle checkpoint (pytorch_model.bin) is code "
+            "and is not loaded — save it as safetensors"
+        )
     model_info["parameters"] = count_parameters(torch, transformers, directory)
     weight_bytes_16bit = 2 * model_info["parameters"]
 
@@ -425,8 +443,12 @@ def parse_args(argv=None):
     parser.add_argument("--generate-from", type=int, default=8, help="how many prompt tokens generation starts from")
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--dtype", choices=("auto", "float16", "bfloat16", "float32"), default="auto")
-    parser.add_argument("--time-limit", type=float, default=0.0,
-                        help="seconds after which the probe stops, reports what it measured and cleans up (0: none)")
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        default=0.0,
+        help="seconds after which the probe stops, reports what it measured and cleans up (0: none)",
+    )
     return parser.parse_args(argv)
 
 
@@ -478,8 +500,12 @@ def main(argv=None, device_factory=choose_devices):
     cpu_start = time.process_time()
     wall_start = time.perf_counter()
     result = {
-        "python": sys.version.split()[0], "executable": sys.executable, "pid": os.getpid(), "uid": os.getuid(),
-        "workdir": workdir, "errors": {},
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "pid": os.getpid(),
+        "uid": os.getuid(),
+        "workdir": workdir,
+        "errors": {},
     }
     limit = TimeLimit(args.time_limit) if args.time_limit > 0 else None
     try:

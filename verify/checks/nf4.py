@@ -13,8 +13,9 @@ nothing (or was bypassed): the lower bounds sit well under the measured values a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verify.checks import runtime
 from verify.checks.host import Host
@@ -46,11 +47,20 @@ class Bound:
 
 BOUNDS = (
     Bound("roundtrip_mean_abs_error", "round-trip mean |err|", 0.06, 0.0733, "bitsandbytes' test_4bit_quant bound"),
-    Bound("roundtrip_mean_rel_error", "round-trip mean relative err", 0.15, 0.2057, "bitsandbytes' test_4bit_quant bound"),
+    Bound(
+        "roundtrip_mean_rel_error", "round-trip mean relative err", 0.15, 0.2057, "bitsandbytes' test_4bit_quant bound"
+    ),
     Bound("matmul_mean_abs_error", "matmul_4bit mean |err|", 0.03, 0.115, "bitsandbytes' test_matmul_4bit bound"),
     # Cosine: below 0.99 the layer is broken; at (almost) exactly 1 its weight was never quantized.
-    Bound("linear4bit_cosine", "Linear4bit vs float layer cosine", 0.99, 0.9995, "measured 0.996 on CPU",
-          below_means=BROKEN, above_means="identical to the float layer — its weight was never quantized"),
+    Bound(
+        "linear4bit_cosine",
+        "Linear4bit vs float layer cosine",
+        0.99,
+        0.9995,
+        "measured 0.996 on CPU",
+        below_means=BROKEN,
+        above_means="identical to the float layer — its weight was never quantized",
+    ),
 )
 
 
@@ -79,9 +89,7 @@ def judge_nf4(measurement: Mapping[str, Any]) -> tuple[bool, list[str]]:
 
 
 def bounds_evidence() -> list[dict[str, Any]]:
-    return [
-        {"measure": b.key, "greater_than": b.low, "less_than": b.high, "source": b.source} for b in BOUNDS
-    ]
+    return [{"measure": b.key, "greater_than": b.low, "less_than": b.high, "source": b.source} for b in BOUNDS]
 
 
 def check_nf4(probe: Mapping[str, Any]) -> list[CheckResult]:
@@ -113,7 +121,9 @@ def check_nf4(probe: Mapping[str, Any]) -> list[CheckResult]:
         cpu_note = " — CPU run, not a GPU pass" if on_cpu else ""
         results.append(
             CheckResult(
-                check_id, title, PASS,
+                check_id,
+                title,
+                PASS,
                 f"NF4 on {label}: round-trip |err| {run['roundtrip_mean_abs_error']:.4f}, "
                 f"matmul_4bit |err| {run['matmul_mean_abs_error']:.4f}, Linear4bit cosine {run['linear4bit_cosine']:.4f}, "
                 f"{total_ms:.0f} ms{memory_text}{cpu_note}",
@@ -141,8 +151,15 @@ def passed_devices(host: Host) -> list[str]:
 
 
 def facts(host: Host, results: list[CheckResult]) -> dict:
-    return {"nf4": tuple(
-        Nf4Run(r.evidence.get("device"), r.status, r.evidence.get("roundtrip_mean_abs_error"),
-               bool(r.evidence.get("gpu_pass")))
-        for r in results if r.id.startswith("nf4.") and r.evidence
-    )}
+    return {
+        "nf4": tuple(
+            Nf4Run(
+                r.evidence.get("device"),
+                r.status,
+                r.evidence.get("roundtrip_mean_abs_error"),
+                bool(r.evidence.get("gpu_pass")),
+            )
+            for r in results
+            if r.id.startswith("nf4.") and r.evidence
+        )
+    }

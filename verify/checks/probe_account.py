@@ -17,16 +17,29 @@ import grp
 import os
 import pwd
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from verify.report.report import ProbeAccountFacts
 
 # What the probe of another account gets from the caller's environment: what selects GPUs and libraries, the locale.
 # The rest (HOME, PATH, SUDO_*, PYTHON* …) is root's, not the owner's.
-PASSED_TO_OWNER = ("HIP_", "ROCR_", "HSA_", "GPU_", "AMD_", "CUDA_", "BNB_", "PYTORCH_", "OMP_", "LD_LIBRARY_PATH",
-                   "LD_PRELOAD", "LANG", "LC_")
+PASSED_TO_OWNER = (
+    "HIP_",
+    "ROCR_",
+    "HSA_",
+    "GPU_",
+    "AMD_",
+    "CUDA_",
+    "BNB_",
+    "PYTORCH_",
+    "OMP_",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "LANG",
+    "LC_",
+)
 OWNER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -46,7 +59,7 @@ class ProbeAccount:
     shell: str
 
     @classmethod
-    def of(cls, entry: pwd.struct_passwd) -> "ProbeAccount":
+    def of(cls, entry: pwd.struct_passwd) -> ProbeAccount:
         groups = tuple(sorted(set(os.getgrouplist(entry.pw_name, entry.pw_gid))))
         return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir, entry.pw_shell or "/bin/sh")
 
@@ -95,8 +108,10 @@ def probe_account(requested: str | None, venv_root: Path) -> ProbeAccount:
     except OSError as error:
         raise ProbeAccountError(f"{venv_root}: {error.strerror}") from None
     if euid != 0 and entry.pw_uid != euid:
-        raise ProbeAccountError(f"--probe-user {entry.pw_name}: only root can run the probe as another account — "
-                                f"run the check as {entry.pw_name}, or as root")
+        raise ProbeAccountError(
+            f"--probe-user {entry.pw_name}: only root can run the probe as another account — "
+            f"run the check as {entry.pw_name}, or as root"
+        )
     return ProbeAccount.of(entry)
 
 
@@ -127,7 +142,8 @@ def root_probe_refusal(venv_root: Path) -> str | None:
                         continue
                     mode = info.st_mode
                     writable = not stat.S_ISLNK(mode) and (
-                        mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid != 0))
+                        mode & stat.S_IWOTH or (mode & stat.S_IWGRP and info.st_gid != 0)
+                    )
                     if info.st_uid != 0 or writable:
                         return _refusal(os.path.join(directory, entry.name), info)
                     if stat.S_ISDIR(mode):
@@ -143,5 +159,7 @@ def _refusal(path: str, info: os.stat_result) -> str:
     except KeyError:
         owner = f"uid {info.st_uid}"
     why = f"belongs to {owner}" if info.st_uid != 0 else "is writable by other accounts"
-    return (f"not run as root: {path} {why}, and code in the venv would run as root — pass --probe-user "
-            f"with the venv's owner (venv_owner), or rebuild the venv as root's")
+    return (
+        f"not run as root: {path} {why}, and code in the venv would run as root — pass --probe-user "
+        f"with the venv's owner (venv_owner), or rebuild the venv as root's"
+    )

@@ -57,7 +57,10 @@ def run_checks(options: CheckOptions) -> Report:
 
 
 def _out_of_time(late: OutOfTime) -> list[CheckResult]:
-    reason = (f"the static check did not finish: {late} — a workstation's files take well under a second; look at "
-              "what it stopped at (a hung mount, a flood of files)")
-    return [CheckResult(check_id, check_id, FAIL, reason, {"stopped_before": late.doing})
-            for check_id in STATIC_CHECK_IDS]
+    reason = (
+        f"the static check did not finish: {late} — a workstation's files take well under a second; look at "
+        "what it stopped at (a hung mount, a flood of files)"
+    )
+    return [
+        CheckResult(check_id, check_id, FAIL, reason, {"stopped_before": late.doing}) for check_id in STATIC_CHECK_IDS
+    ]

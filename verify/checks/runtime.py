@@ -18,10 +18,11 @@ import posixpath
 import signal
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verify.checks import linkage
 from verify.checks.host import Host
@@ -81,8 +82,14 @@ def probe_source() -> str:
 def probe_arguments(device: str) -> list[str]:
     """The probe's command line for `device` (also what bench/fleet_scale.py times on a host)."""
     return [
-        "--device", device,
-        "--size", str(SHAPE[0]), "--blocksize", str(BLOCKSIZE), "--seed", str(SEED),
+        "--device",
+        device,
+        "--size",
+        str(SHAPE[0]),
+        "--blocksize",
+        str(BLOCKSIZE),
+        "--seed",
+        str(SEED),
         *(f"--integrated-arch={arch}" for arch in sorted(INTEGRATED_ARCHS)),
     ]
 
@@ -124,9 +131,16 @@ def run_script(
     # session, so that what it started is stopped with it.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env=environ,
-                                       cwd="/",  # readable by every account
-                                       start_new_session=True, **switch)
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=environ,
+                cwd="/",  # readable by every account
+                start_new_session=True,
+                **switch,
+            )
         except OSError as error:
             return ProbeRun(None, -1, (), f"cannot run {python}: {error.strerror}")
         timed_out = False
@@ -195,18 +209,26 @@ def check_torch_runtime(probe: Mapping[str, Any], want: RuntimeExpectations) -> 
     hip = torch.get("hip")
     if not hip:
         return CheckResult(
-            "runtime.torch", title, FAIL,
-            f"torch {torch.get('version')} reports no HIP (torch.version.hip is None): not a ROCm build", evidence,
+            "runtime.torch",
+            title,
+            FAIL,
+            f"torch {torch.get('version')} reports no HIP (torch.version.hip is None): not a ROCm build",
+            evidence,
         )
     if not (hip == want.major_minor or hip.startswith(want.major_minor + ".")):
         return CheckResult(
-            "runtime.torch", title, FAIL,
+            "runtime.torch",
+            title,
+            FAIL,
             f"torch {torch.get('version')} reports HIP {hip}, not {want.major_minor} — install the rocm{want.major_minor} wheel",
             evidence,
         )
     return CheckResult(
-        "runtime.torch", title, PASS,
-        f"torch {torch.get('version')}, HIP {hip}, torch.cuda.is_available() {torch.get('cuda_available')}", evidence,
+        "runtime.torch",
+        title,
+        PASS,
+        f"torch {torch.get('version')}, HIP {hip}, torch.cuda.is_available() {torch.get('cuda_available')}",
+        evidence,
     )
 
 
@@ -226,21 +248,31 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
     if want.device == "cpu":
         seen = f" ({len(devices)} visible, not tested: {listing})" if devices else ""
         return CheckResult(
-            "runtime.devices", title, WARN,
-            f"--device cpu: NF4 ran on the CPU, no GPU was exercised — this is not a GPU pass{seen}", evidence,
+            "runtime.devices",
+            title,
+            WARN,
+            f"--device cpu: NF4 ran on the CPU, no GPU was exercised — this is not a GPU pass{seen}",
+            evidence,
         )
     if not devices:
-        visibility = ", ".join(f"{k}={v!r}" for k, v in evidence["visibility_env"].items()) or "no *_VISIBLE_DEVICES set"
+        visibility = (
+            ", ".join(f"{k}={v!r}" for k, v in evidence["visibility_env"].items()) or "no *_VISIBLE_DEVICES set"
+        )
         if want.gpu_required:
             return CheckResult(
-                "runtime.devices", title, FAIL,
+                "runtime.devices",
+                title,
+                FAIL,
                 f"no GPU visible to torch (torch.cuda.is_available() is {torch.get('cuda_available')}; {visibility}) — "
                 "check /dev/kfd and /dev/dri, the user's render and video groups, and HIP_VISIBLE_DEVICES",
                 evidence,
             )
         return CheckResult(
-            "runtime.devices", title, WARN,
-            f"no GPU on this host and none required: NF4 ran on the CPU — not a GPU pass ({visibility})", evidence,
+            "runtime.devices",
+            title,
+            WARN,
+            f"no GPU on this host and none required: NF4 ran on the CPU — not a GPU pass ({visibility})",
+            evidence,
         )
     integrated = [d for d in devices if d.get("integrated")]
     work = [d for d in devices if d.get("work", True)]
@@ -249,7 +281,9 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
         dgpus = ", ".join(f"GPU {d['index']} ({base_arch(d.get('arch')) or '?'}, {d.get('name')})" for d in work)
         visible = ",".join(str(d["index"]) for d in work)
         return CheckResult(
-            "runtime.devices", title, WARN,
+            "runtime.devices",
+            title,
+            WARN,
             f"{igpus} is an APU's integrated GPU beside {dgpus}: NF4 ran on GPU {visible} only; the ROCm runtime may "
             f"crash with the integrated GPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — "
             f"disable the integrated GPU in the BIOS, or at least set HIP_VISIBLE_DEVICES={visible} for the users",
@@ -259,7 +293,9 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
     if unsupported:
         names = ", ".join(f"GPU {d['index']} is {base_arch(d.get('arch')) or 'unknown'}" for d in unsupported)
         return CheckResult(
-            "runtime.devices", title, WARN,
+            "runtime.devices",
+            title,
+            WARN,
             f"{names}: bitsandbytes' ROCm {want.major_minor} build has no kernels for it "
             "(expect 'HIP error: invalid device function')",
             evidence,
@@ -272,7 +308,8 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
     bnb = probe.get("bitsandbytes") or {}
     errors = probe.get("errors", {})
     evidence = {
-        k: bnb.get(k) for k in ("version", "backend", "library_class", "library_file", "load_error", "rocm_gpu_arch", "log")
+        k: bnb.get(k)
+        for k in ("version", "backend", "library_class", "library_file", "load_error", "rocm_gpu_arch", "log")
     }
     evidence["expected_library"] = want.expected_bnb_library
     cls = bnb.get("library_class")
@@ -289,8 +326,11 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
         else:
             fix = "see the load error; `python -m bitsandbytes` in the venv shows more"
         return CheckResult(
-            "runtime.bnb_library", title, FAIL,
-            f"bitsandbytes fell back to its mock library ({cls}): {load_error.splitlines()[0]} — {fix}", evidence,
+            "runtime.bnb_library",
+            title,
+            FAIL,
+            f"bitsandbytes fell back to its mock library ({cls}): {load_error.splitlines()[0]} — {fix}",
+            evidence,
         )
     loaded = Path(bnb.get("library_file") or "?").name
     devices = (probe.get("torch") or {}).get("devices") or []
@@ -298,7 +338,9 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
         return CheckResult("runtime.bnb_library", title, PASS, f"{cls} from {bnb.get('library_file')}", evidence)
     if cls == NATIVE_CLASS:
         return CheckResult(
-            "runtime.bnb_library", title, FAIL,
+            "runtime.bnb_library",
+            title,
+            FAIL,
             f"bitsandbytes loaded {loaded}, not {want.expected_bnb_library} — "
             "unset BNB_ROCM_VERSION or install the matching torch/ROCm",
             evidence,
@@ -306,14 +348,19 @@ def check_bnb_library(probe: Mapping[str, Any], want: RuntimeExpectations) -> Ch
     if not devices:
         # bitsandbytes only tries its GPU library when torch sees a GPU: without one it loads the CPU library.
         return CheckResult(
-            "runtime.bnb_library", title, WARN if (want.device == "cpu" or not want.gpu_required) else FAIL,
+            "runtime.bnb_library",
+            title,
+            WARN if (want.device == "cpu" or not want.gpu_required) else FAIL,
             f"bitsandbytes loaded its CPU library {loaded} because torch sees no GPU: "
             f"{want.expected_bnb_library} was not loaded in this process (the static check covers its linkage)",
             evidence,
         )
     return CheckResult(
-        "runtime.bnb_library", title, FAIL,
-        f"bitsandbytes loaded {loaded} ({cls}) although torch sees {len(devices)} GPU(s)", evidence,
+        "runtime.bnb_library",
+        title,
+        FAIL,
+        f"bitsandbytes loaded {loaded} ({cls}) although torch sees {len(devices)} GPU(s)",
+        evidence,
     )
 
 
@@ -323,8 +370,11 @@ def judge_runtime(probe_run: ProbeRun, want: RuntimeExpectations) -> list[CheckR
     if probe_run.data is None:
         return [
             CheckResult(
-                "runtime.torch", "the runtime probe ran in the venv", FAIL,
-                f"runtime probe failed: {probe_run.error}", probe_run.to_evidence(),
+                "runtime.torch",
+                "the runtime probe ran in the venv",
+                FAIL,
+                f"runtime probe failed: {probe_run.error}",
+                probe_run.to_evidence(),
             )
         ]
     probe = probe_run.data
@@ -352,8 +402,15 @@ def _run_probe(host: Host) -> ProbeRun | None:
 
 def run(host: Host) -> list[CheckResult]:
     if host.runtime_blocked and not host.options.static_only:
-        return [CheckResult("runtime.torch", "the runtime probe ran in the venv", FAIL,
-                            f"runtime probe not run: {host.runtime_blocked}", {})]
+        return [
+            CheckResult(
+                "runtime.torch",
+                "the runtime probe ran in the venv",
+                FAIL,
+                f"runtime probe not run: {host.runtime_blocked}",
+                {},
+            )
+        ]
     found = probe(host)
     if found is None:
         return []
@@ -368,9 +425,17 @@ def facts(host: Host, results: list[CheckResult]) -> dict:
     gpus = None
     if found is not None:
         archs = host.release.gpu_archs
-        gpus = tuple(Gpu(d.get("index"), d.get("name"), base_arch(d.get("arch")), arch_supported(d.get("arch"), archs),
-                         d.get("integrated"), bool(d.get("work", True)))
-                     for d in devices)
+        gpus = tuple(
+            Gpu(
+                d.get("index"),
+                d.get("name"),
+                base_arch(d.get("arch")),
+                arch_supported(d.get("arch"), archs),
+                d.get("integrated"),
+                bool(d.get("work", True)),
+            )
+            for d in devices
+        )
     if found is None:
         mode = "none"
     elif host.options.device == "cpu" or not devices:
@@ -379,6 +444,10 @@ def facts(host: Host, results: list[CheckResult]) -> dict:
         mode = "gpu"
     choice = linkage.inputs(host).choice  # the library bitsandbytes loaded, else the one it would pick
     loaded = posixpath.basename((data.get("bitsandbytes") or {}).get("library_file") or "")
-    return {"bnb_library": loaded or (choice.name if choice else None), "gpus": gpus, "device_mode": mode,
-            # Who ran the venv's code (None: nothing of it ran).
-            "probe_account": found.account.facts() if found is not None and found.account is not None else None}
+    return {
+        "bnb_library": loaded or (choice.name if choice else None),
+        "gpus": gpus,
+        "device_mode": mode,
+        # Who ran the venv's code (None: nothing of it ran).
+        "probe_account": found.account.facts() if found is not None and found.account is not None else None,
+    }

@@ -207,7 +207,10 @@ def nf4_smoke(torch, bnb, device, size, blocksize, seed):
     # Attribute lookups go through the modules at call time, so a patched function is the one measured.
     try:
         packed, state = _timed(
-            torch, device, timings, "quantize",
+            torch,
+            device,
+            timings,
+            "quantize",
             lambda: F.quantize_4bit(matrix, blocksize=blocksize, quant_type="nf4", compress_statistics=False),
         )
         restored = _timed(torch, device, timings, "dequantize", lambda: F.dequantize_4bit(packed, state))
@@ -258,8 +261,12 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--blocksize", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1234)
-    parser.add_argument("--integrated-arch", action="append", default=[],
-                        help="a gfx target only APUs carry (when the device does not say is_integrated)")
+    parser.add_argument(
+        "--integrated-arch",
+        action="append",
+        default=[],
+        help="a gfx target only APUs carry (when the device does not say is_integrated)",
+    )
     args = parser.parse_args(argv)
 
     # Keep the report's channel clean: native libraries and bitsandbytes print to stdout.

@@ -56,8 +56,9 @@ def _summary(host: Host) -> StraysFacts | None:
     found = strays(host).report
     if found is None:
         return None
-    return StraysFacts(len(found.strays), tuple(s.package for s in found.strays),
-                       tuple(s.package for s in found.binding_risk))
+    return StraysFacts(
+        len(found.strays), tuple(s.package for s in found.strays), tuple(s.package for s in found.binding_risk)
+    )
 
 
 def run(host: Host) -> list[CheckResult]:

@@ -62,7 +62,9 @@ def check_torch_build(venv: Venv, expected_release: str) -> CheckResult:
     evidence = {"torch_version": version, "torch_version_py_hip": hip, "expected_label": f"rocm{major_minor}"}
     title = f"torch is a ROCm {major_minor} build"
     if version is None:
-        return CheckResult("versions.torch", title, FAIL, f"torch is not installed in {venv.root} — run the venv stage", evidence)
+        return CheckResult(
+            "versions.torch", title, FAIL, f"torch is not installed in {venv.root} — run the venv stage", evidence
+        )
     label = version.partition("+")[2]
     hip_ok = bool(hip) and (hip == major_minor or hip.startswith(major_minor + "."))
     if label == f"rocm{major_minor}" and hip_ok:
@@ -93,8 +95,9 @@ def check_bitsandbytes_version(venv: Venv, expected: str) -> CheckResult:
     )
 
 
-def check_system_rocm(view: FileSystemView, expected_release: str,
-                      packages: Iterable[DpkgPackage] | None = None) -> CheckResult:
+def check_system_rocm(
+    view: FileSystemView, expected_release: str, packages: Iterable[DpkgPackage] | None = None
+) -> CheckResult:
     """`packages`: the dpkg status file's packages, when the caller has them (see dpkg_installed_version)."""
     info = rocm_info_version(view)
     core = dpkg_installed_version(Path(view.image_root), "rocm-core", packages)
@@ -109,8 +112,11 @@ def check_system_rocm(view: FileSystemView, expected_release: str,
     fix = INSTALL_ROCM_FIX.format(release=expected_release)
     if info is None and core is None:
         return CheckResult(
-            "versions.rocm", title, FAIL,
-            f"no system ROCm (no /opt/rocm/.info/version, rocm-core not installed) — {fix}", evidence,
+            "versions.rocm",
+            title,
+            FAIL,
+            f"no system ROCm (no /opt/rocm/.info/version, rocm-core not installed) — {fix}",
+            evidence,
         )
     releases = {"/opt/rocm/.info/version": release_of(info), "rocm-core": release_of(core)}
     wrong = {where: found for where, found in releases.items() if found != expected_release}

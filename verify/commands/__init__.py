@@ -12,7 +12,8 @@ import argparse
 import json
 import math
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class OutputError(Exception):

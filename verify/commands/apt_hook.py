@@ -54,24 +54,39 @@ class _OneLine(Exception):
 
 class _HookArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse would print the usage and exit 2, which apt would count as a failure
-        raise _OneLine(f"not run — {message} (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py "
-                       "again)")
+        raise _OneLine(
+            f"not run — {message} (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"
+        )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
     parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
     parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
-    parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_STATE_DIR),
-                        help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})")
-    parser.add_argument("--root", type=Path, default=Path("/"),
-                        help="check the filesystem image at DIR instead of this system (tests)")
-    parser.add_argument("--time-limit", type=_time_limit, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
-                        help="give up (with one line) after this long, so that apt never waits on the hook "
-                        f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)")
-    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
-                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
-                             "directory's parent (when DIR exists)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(DEFAULT_STATE_DIR),
+        help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path("/"), help="check the filesystem image at DIR instead of this system (tests)"
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=_time_limit,
+        default=DEFAULT_TIME_LIMIT,
+        metavar="SECONDS",
+        help="give up (with one line) after this long, so that apt never waits on the hook "
+        f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)",
+    )
+    parser.add_argument(
+        "--metrics-dir",
+        type=Path,
+        metavar="DIR",
+        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
+        "directory's parent (when DIR exists)",
+    )
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
 
 
@@ -114,8 +129,11 @@ def run(args: argparse.Namespace) -> int:
         lines = hook(args)
     except BaseException as error:  # noqa: BLE001 — whatever happens here, apt must go on
         stop = _stop_in(error)
-        lines = ([f"{PREFIX} {stop}"] if stop is not None
-                 else [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"])
+        lines = (
+            [f"{PREFIX} {stop}"]
+            if stop is not None
+            else [f"{PREFIX} no check this time ({_one_line(error)}); apt is not affected — {RE_VERIFY}"]
+        )
     finally:
         _stop_time_limit()
     _emit(lines)
@@ -133,17 +151,26 @@ def hook(args: argparse.Namespace) -> list[str]:
     from verify.stack.venv_layout import VenvError
 
     if not _RELEASE.match(args.expect_rocm):
-        raise _OneLine(f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "
-                       "run tasks/apt_hook.py again)")
+        raise _OneLine(
+            f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "
+            "run tasks/apt_hook.py again)"
+        )
     if not args.venv.is_absolute():
         raise _OneLine(f"not run — --venv {args.venv} is not an absolute path (run tasks/apt_hook.py again)")
     options = CheckOptions(
-        venv=args.venv, expect_rocm=args.expect_rocm, expect_bitsandbytes=args.expect_bitsandbytes, device="cpu",
-        gpu_required=False, static_only=True, root=args.root.resolve(), environ={},
+        venv=args.venv,
+        expect_rocm=args.expect_rocm,
+        expect_bitsandbytes=args.expect_bitsandbytes,
+        device="cpu",
+        gpu_required=False,
+        static_only=True,
+        root=args.root.resolve(),
+        environ={},
         # Below the hook's own limit, so that a hostile or slow filesystem is a finding in the result, not this
         # hook's "took longer than its time limit" line.
-        static_time_limit=(min(STATIC_TIME_LIMIT, args.time_limit * 0.75) if args.time_limit > 0
-                           else STATIC_TIME_LIMIT),
+        static_time_limit=(
+            min(STATIC_TIME_LIMIT, args.time_limit * 0.75) if args.time_limit > 0 else STATIC_TIME_LIMIT
+        ),
     )
     try:
         report = run_checks(options)
@@ -160,23 +187,30 @@ def hook(args: argparse.Namespace) -> list[str]:
         lines.append(f"{PREFIX} {error}: this run's result replaces it")
         previous = None
     if previous is not None and _question(previous.report) != _question(report):
-        lines.append(f"{PREFIX} the hook now checks {_describe_question(report)} (it checked "
-                     f"{_describe_question(previous.report)}): this result is the new baseline")
+        lines.append(
+            f"{PREFIX} the hook now checks {_describe_question(report)} (it checked "
+            f"{_describe_question(previous.report)}): this result is the new baseline"
+        )
         previous = None
     drift = None
     if previous is not None:
         try:
-            drift = compare_reports(previous.report, report,
-                                    baseline_label=f"the check after the previous dpkg run ({previous.checked_at})")
+            drift = compare_reports(
+                previous.report, report, baseline_label=f"the check after the previous dpkg run ({previous.checked_at})"
+            )
         except (ReportError, KeyError, TypeError, AttributeError) as error:
             # A result of another verifier version, or hand-edited: replace it, or every later run would fail here.
-            lines.append(f"{PREFIX} {state.last_path} is not shaped like a result of this verifier ({_one_line(error)}): "
-                         "this run's result replaces it")
+            lines.append(
+                f"{PREFIX} {state.last_path} is not shaped like a result of this verifier ({_one_line(error)}): "
+                "this run's result replaces it"
+            )
     try:
         state.record(HookResult(report.generated_at, report, drift.to_json() if drift else None))
     except OSError as error:
-        lines.append(f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
-                     "run compares with an older one")
+        lines.append(
+            f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
+            "run compares with an older one"
+        )
     if args.metrics_dir is not None:
         lines += _write_metrics(args.metrics_dir, args.state_dir.parent)
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
@@ -207,8 +241,7 @@ def reboot_lines(report) -> list[str]:
         return []
     if kernel.next_boot is None:
         return [f"{PREFIX} reboot pending (no installed kernel found to boot next)"]
-    has = ("amdgpu.ko present" if kernel.next_boot_has_amdgpu
-           else "NO amdgpu.ko: the GPU is gone after that reboot")
+    has = "amdgpu.ko present" if kernel.next_boot_has_amdgpu else "NO amdgpu.ko: the GPU is gone after that reboot"
     return [f"{PREFIX} reboot pending: the next boot runs {kernel.next_boot} ({has}; {kernel.running or '?'} runs now)"]
 
 

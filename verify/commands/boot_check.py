@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-from verify.commands.check import add_arguments, options_from, refresh_metrics
 from verify.checks.probe_account import ProbeAccountError
 from verify.checks.registry import run_checks
+from verify.commands.check import add_arguments, options_from, refresh_metrics
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
 from verify.report.hook_state import StateError
 from verify.stack.venv_layout import VenvError
@@ -48,10 +48,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.splitlines()[0],
     )
     add_arguments(parser)
-    parser.add_argument("--state-dir", type=Path, default=Path(DEFAULT_DIR),
-                        help=f"where the last result is kept (default {DEFAULT_DIR})")
-    parser.add_argument("--driver-wait", type=float, default=DEFAULT_DRIVER_WAIT, metavar="SECONDS",
-                        help="with an AMD GPU on PCI, wait this long for /dev/kfd before checking")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path(DEFAULT_DIR),
+        help=f"where the last result is kept (default {DEFAULT_DIR})",
+    )
+    parser.add_argument(
+        "--driver-wait",
+        type=float,
+        default=DEFAULT_DRIVER_WAIT,
+        metavar="SECONDS",
+        help="with an AMD GPU on PCI, wait this long for /dev/kfd before checking",
+    )
     parser.add_argument("--force", action="store_true", help="check even when this boot was already checked")
     parser.set_defaults(run=run)
 
@@ -61,8 +70,9 @@ def boot_id() -> str:
     return (text or "").strip() or f"unknown ({error or 'no ' + BOOT_ID})"
 
 
-def wait_for_driver(seconds: float, kfd: str = "/dev/kfd", gpus=amd_gpus, clock=time.monotonic,
-                    pause=time.sleep) -> bool:
+def wait_for_driver(
+    seconds: float, kfd: str = "/dev/kfd", gpus=amd_gpus, clock=time.monotonic, pause=time.sleep
+) -> bool:
     """True once `kfd` exists; False when no AMD GPU is on PCI (nothing to wait for) or `seconds` passed first."""
     if os.path.exists(kfd):
         return True
@@ -89,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PREFIX} {error}: this run's result replaces it")
         last = None
     if last is not None and (last.boot_id, last.kernel) == (this_boot, kernel) and not args.force:
-        print(f"{PREFIX} already checked this boot ({kernel}, {last.checked_at}): {last.report.verdict.upper()} — "
-              f"{last.report.reason}")
+        print(
+            f"{PREFIX} already checked this boot ({kernel}, {last.checked_at}): {last.report.verdict.upper()} — "
+            f"{last.report.reason}"
+        )
         return 1 if last.report.failed else 0
     wait_for_driver(args.driver_wait)
     try:
@@ -98,8 +110,7 @@ def run(args: argparse.Namespace) -> int:
     except (VenvError, ProbeAccountError) as error:
         print(f"{PREFIX} no check — {error}")
         return 2
-    result = BootResult(this_boot, kernel, report.generated_at, report,
-                        last.kernel if last is not None else None)
+    result = BootResult(this_boot, kernel, report.generated_at, report, last.kernel if last is not None else None)
     try:
         state.record(result)
     except OSError as error:

@@ -37,11 +37,14 @@ MODEL_CHOICES = ("off", "synthetic")  # … or the absolute path of a checkpoint
 
 def model_source(text: str) -> str:
     """An argparse type: off, synthetic, or an absolute path (plain: no '..', '//', '.' parts, one line)."""
-    if text in MODEL_CHOICES or (text.startswith("/") and "\n" not in text
-                                 and os.path.normpath(text) == text.rstrip("/")):
+    if text in MODEL_CHOICES or (
+        text.startswith("/") and "\n" not in text and os.path.normpath(text) == text.rstrip("/")
+    ):
         return text.rstrip("/") or text
-    raise argparse.ArgumentTypeError(f"{text!r} is not off, synthetic or the absolute path of a checkpoint directory "
-                                     "on this host (e.g. /srv/models/llama-13b)")
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is not off, synthetic or the absolute path of a checkpoint directory "
+        "on this host (e.g. /srv/models/llama-13b)"
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,8 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--keep-in", type=Path, metavar="DIR",
-                        help=f"also keep the report as DIR/{VERIFY_REPORT} (the verification stage: /var/lib/rocm-fleet)")
+    parser.add_argument(
+        "--keep-in",
+        type=Path,
+        metavar="DIR",
+        help=f"also keep the report as DIR/{VERIFY_REPORT} (the verification stage: /var/lib/rocm-fleet)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -63,37 +70,73 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
     parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
     parser.add_argument(
-        "--device", choices=("auto", "cpu"), default="auto",
+        "--device",
+        choices=("auto", "cpu"),
+        default="auto",
         help="auto: NF4 on every visible GPU (none visible fails, unless --no-gpu-required); "
         "cpu: NF4 on the CPU only — for test fleets and CI, and the report says it is not a GPU pass",
     )
-    parser.add_argument("--no-gpu-required", dest="gpu_required", action="store_false",
-                        help="a host without a GPU is not a failure (NF4 then runs on the CPU)")
-    parser.add_argument("--static-only", action="store_true",
-                        help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)")
-    parser.add_argument("--root", type=Path, default=Path("/"),
-                        help="analyse the filesystem image at DIR (implies --static-only)")
-    parser.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=900.0,
-                        help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})")
-    parser.add_argument("--model", type=model_source, default="off", metavar="off|synthetic|PATH",
-                        help="after NF4, on each device it passed on: a 4-bit NF4 causal LM through Transformers — "
-                        "synthetic: a small seeded Llama built here; PATH: a checkpoint directory on this host "
-                        "(safetensors); off (the default; the verification stage passes verify_model). Run as the "
-                        "probe's account, never as root")
-    parser.add_argument("--model-timeout", type=seconds(MAX_TIMEOUT), default=600.0,
-                        help=f"seconds the model check may take (at most {MAX_TIMEOUT:g})")
-    parser.add_argument("--probe-user", metavar="USER",
-                        help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
-                        "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
-                        "venv nothing of which another account owns or can write")
-    parser.add_argument("--torch-label", metavar="TEXT",
-                        help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'")
-    parser.add_argument("--expect-amd-repo", action="store_true",
-                        help="ROCm comes from AMD's apt repositories on this host: check AMD's pin (present and "
-                        "effective for the names the distributions share) and AMD's lists (apt.pin, apt.lists)")
-    parser.add_argument("--metrics-dir", type=Path, metavar="DIR",
-                        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results this host keeps under "
-                             "/var/lib/rocm-fleet (check: in --keep-in's DIR), when DIR exists")
+    parser.add_argument(
+        "--no-gpu-required",
+        dest="gpu_required",
+        action="store_false",
+        help="a host without a GPU is not a failure (NF4 then runs on the CPU)",
+    )
+    parser.add_argument(
+        "--static-only",
+        action="store_true",
+        help="linkage, versions and strays only: no torch import, no GPU (what the apt hook runs)",
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path("/"), help="analyse the filesystem image at DIR (implies --static-only)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=seconds(MAX_TIMEOUT),
+        default=900.0,
+        help=f"seconds the runtime probe may take (at most {MAX_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--model",
+        type=model_source,
+        default="off",
+        metavar="off|synthetic|PATH",
+        help="after NF4, on each device it passed on: a 4-bit NF4 causal LM through Transformers — "
+        "synthetic: a small seeded Llama built here; PATH: a checkpoint directory on this host "
+        "(safetensors); off (the default; the verification stage passes verify_model). Run as the "
+        "probe's account, never as root",
+    )
+    parser.add_argument(
+        "--model-timeout",
+        type=seconds(MAX_TIMEOUT),
+        default=600.0,
+        help=f"seconds the model check may take (at most {MAX_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--probe-user",
+        metavar="USER",
+        help="run the runtime probe (the venv's python) as this account — the venv's owner; default: "
+        "the owner of the venv's directory when run as root, else yourself. Root runs it only in a "
+        "venv nothing of which another account owns or can write",
+    )
+    parser.add_argument(
+        "--torch-label",
+        metavar="TEXT",
+        help="shown with torch's version in the report, e.g. 'torch 2.13.0 CPU, stand-in for the ROCm wheel'",
+    )
+    parser.add_argument(
+        "--expect-amd-repo",
+        action="store_true",
+        help="ROCm comes from AMD's apt repositories on this host: check AMD's pin (present and "
+        "effective for the names the distributions share) and AMD's lists (apt.pin, apt.lists)",
+    )
+    parser.add_argument(
+        "--metrics-dir",
+        type=Path,
+        metavar="DIR",
+        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results this host keeps under "
+        "/var/lib/rocm-fleet (check: in --keep-in's DIR), when DIR exists",
+    )
 
 
 def options_from(args: argparse.Namespace, command: str = "verify check") -> CheckOptions | str:
@@ -122,7 +165,8 @@ def options_from(args: argparse.Namespace, command: str = "verify check") -> Che
         torch_label=args.torch_label,
         expect_amd_repo=args.expect_amd_repo,
         probe_user=args.probe_user,
-        model=args.model, model_timeout=args.model_timeout,
+        model=args.model,
+        model_timeout=args.model_timeout,
     )
 
 
@@ -132,8 +176,10 @@ def run(args: argparse.Namespace) -> int:
         print(options, file=sys.stderr)
         return 2
     if args.metrics_dir is not None and args.keep_in is None:
-        print("verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)",
-              file=sys.stderr)
+        print(
+            "verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)",
+            file=sys.stderr,
+        )
         return 2
     try:
         report = run_checks(options)
@@ -156,8 +202,10 @@ def keep(report, directory: Path, metrics_dir: Path | None) -> None:
     try:
         replace_file(str(directory), VERIFY_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
     except OSError as error:
-        print(f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})",
-              file=sys.stderr)
+        print(
+            f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})",
+            file=sys.stderr,
+        )
     problem = refresh_metrics(metrics_dir, directory)
     if problem is not None:
         print(f"verify check: warning: {problem}", file=sys.stderr)

@@ -19,18 +19,29 @@ from verify.ld.process import Analyser
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("ldd", help="which file the loader maps for each library FILE needs, and why",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "ldd",
+        help="which file the loader maps for each library FILE needs, and why",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("file", metavar="FILE")
     add_common_options(parser)
     parser.set_defaults(run=run)
 
 
 def add_common_options(parser) -> None:
-    parser.add_argument("--root", default="/", metavar="DIR",
-                        help="analyse the filesystem image under DIR (a chroot, a mounted disk) instead of /")
-    parser.add_argument("--library-path", default=None, metavar="PATHS",
-                        help="LD_LIBRARY_PATH of the analysed process (default: this environment's, none with --root)")
+    parser.add_argument(
+        "--root",
+        default="/",
+        metavar="DIR",
+        help="analyse the filesystem image under DIR (a chroot, a mounted disk) instead of /",
+    )
+    parser.add_argument(
+        "--library-path",
+        default=None,
+        metavar="PATHS",
+        help="LD_LIBRARY_PATH of the analysed process (default: this environment's, none with --root)",
+    )
     parser.add_argument("--json", action="store_true", help="print the whole analysis as JSON")
 
 

@@ -32,13 +32,26 @@ class _AppendDlopen(argparse.Action):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("process", help="the process model: an executable plus its dlopen()s",
-                                   description=__doc__.splitlines()[0])
+    parser = subparsers.add_parser(
+        "process", help="the process model: an executable plus its dlopen()s", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--exe", required=True, metavar="PATH", help="the program the process starts from")
-    parser.add_argument("--dlopen", dest="dlopens", action=_AppendDlopen, default=[], metavar="LIB",
-                        help="a dlopen() from the executable, in order (repeatable)")
-    parser.add_argument("--dlopen-from", dest="dlopens", action=_AppendDlopen, nargs=2, metavar=("CALLER", "LIB"),
-                        help="a dlopen() whose calling code is in the loaded object CALLER")
+    parser.add_argument(
+        "--dlopen",
+        dest="dlopens",
+        action=_AppendDlopen,
+        default=[],
+        metavar="LIB",
+        help="a dlopen() from the executable, in order (repeatable)",
+    )
+    parser.add_argument(
+        "--dlopen-from",
+        dest="dlopens",
+        action=_AppendDlopen,
+        nargs=2,
+        metavar=("CALLER", "LIB"),
+        help="a dlopen() whose calling code is in the loaded object CALLER",
+    )
     add_common_options(parser)
     parser.set_defaults(run=run)
 

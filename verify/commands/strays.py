@@ -20,8 +20,11 @@ def register(subparsers) -> None:
         description=__doc__,
     )
     parser.add_argument("--root", default="/", help="root of the system to read (a chroot, a mounted image); default /")
-    parser.add_argument("--expect-rocm", metavar="X.Y.Z",
-                        help="the ROCm release whose SONAMEs count as binding risks (default: the newest known)")
+    parser.add_argument(
+        "--expect-rocm",
+        metavar="X.Y.Z",
+        help="the ROCm release whose SONAMEs count as binding risks (default: the newest known)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON (schema verify.strays/1)")
     parser.set_defaults(run=run)
 

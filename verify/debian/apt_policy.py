@@ -145,6 +145,7 @@ def origin_of(source: str, files: dict[str, dict[str, str]]) -> str | None:
 
 # --- pin files -------------------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Pin:
     where: str  # the file
@@ -177,5 +178,5 @@ def pins_origin(pin: Pin, origin: str) -> bool:
     `Pin: release o=repo.radeon.com`)."""
     if pin.package.strip() != "*" or not pin.pin.startswith("release "):
         return False
-    terms = dict(part.strip().partition("=")[::2] for part in pin.pin[len("release "):].split(","))
+    terms = dict(part.strip().partition("=")[::2] for part in pin.pin[len("release ") :].split(","))
     return terms.get("o") == origin

@@ -51,12 +51,13 @@ def parse_one_line(text: str, where: str) -> tuple[SourceEntry, ...]:
             end = words.find("]")
             if end < 0:
                 continue
-            words = words[end + 1:]
+            words = words[end + 1 :]
         parts = words.split()
         if len(parts) < 2:
             continue
-        entries.append(SourceEntry(f"{where}:{number}", parts[0].rstrip("/"), parts[1], tuple(parts[2:]), enabled,
-                                   note.strip()))
+        entries.append(
+            SourceEntry(f"{where}:{number}", parts[0].rstrip("/"), parts[1], tuple(parts[2:]), enabled, note.strip())
+        )
     return tuple(entries)
 
 
@@ -82,8 +83,11 @@ def parse_deb822(text: str, where: str) -> tuple[SourceEntry, ...]:
         enabled = fields.get("enabled", "yes").lower() not in ("no", "false", "0")
         for uri in fields.get("uris", "").split():
             for suite in fields.get("suites", "").split():
-                entries.append(SourceEntry(f"{where}:{start}", uri.rstrip("/"), suite,
-                                           tuple(fields.get("components", "").split()), enabled))
+                entries.append(
+                    SourceEntry(
+                        f"{where}:{start}", uri.rstrip("/"), suite, tuple(fields.get("components", "").split()), enabled
+                    )
+                )
     return tuple(entries)
 
 

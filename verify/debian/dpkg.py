@@ -164,7 +164,9 @@ def read_status(root: str | Path = "/") -> tuple[DpkgPackage, ...]:
     try:
         text = read_text(path, MAX_STATUS, errors="replace", follow=_follow(root))
     except FileNotFoundError:
-        raise DpkgDatabaseError(f"{path}: no dpkg status file — is {root} the root of a Debian/Ubuntu system?") from None
+        raise DpkgDatabaseError(
+            f"{path}: no dpkg status file — is {root} the root of a Debian/Ubuntu system?"
+        ) from None
     except OSError as error:
         raise DpkgDatabaseError(f"{path}: cannot read the dpkg status file ({error.strerror})") from None
     packages = parse_status(text)

@@ -64,14 +64,17 @@ class MetaPackages:
         if not self.split_modules:
             return "every kernel image carries all its modules (no linux-modules-extra split, as on Debian)"
         if self.pulling_modules_extra:
-            return (f"{', '.join(self.pulling_modules_extra)} bring{'s' if len(self.pulling_modules_extra) == 1 else ''}"
-                    " linux-modules-extra with every new kernel")
+            return (
+                f"{', '.join(self.pulling_modules_extra)} bring{'s' if len(self.pulling_modules_extra) == 1 else ''}"
+                " linux-modules-extra with every new kernel"
+            )
         if not self.installed:
-            return ("no kernel meta package is installed: apt brings no new kernel, and none brings "
-                    "linux-modules-extra")
-        return (f"{', '.join(self.installed)} do{'es' if len(self.installed) == 1 else ''} not bring "
-                "linux-modules-extra: the kernels it brings have no amdgpu.ko — install linux-generic (or the HWE "
-                "meta package linux-generic-hwe-<release>)")
+            return "no kernel meta package is installed: apt brings no new kernel, and none brings linux-modules-extra"
+        return (
+            f"{', '.join(self.installed)} do{'es' if len(self.installed) == 1 else ''} not bring "
+            "linux-modules-extra: the kernels it brings have no amdgpu.ko — install linux-generic (or the HWE "
+            "meta package linux-generic-hwe-<release>)"
+        )
 
 
 def kernel_of(name: str) -> tuple[str, str] | None:
@@ -91,8 +94,20 @@ def kernel_of(name: str) -> tuple[str, str] | None:
 def is_meta_package(name: str) -> bool:
     """A `linux-…` package that brings kernels and whose name carries no kernel version (linux-generic,
     linux-image-amd64 …); the headers' meta packages (linux-headers-generic) bring no kernel and do not count."""
-    if not name.startswith(("linux-image-", "linux-generic", "linux-virtual", "linux-oem", "linux-lowlatency",
-                            "linux-kvm", "linux-aws", "linux-gcp", "linux-azure", "linux-signed-")):
+    if not name.startswith(
+        (
+            "linux-image-",
+            "linux-generic",
+            "linux-virtual",
+            "linux-oem",
+            "linux-lowlatency",
+            "linux-kvm",
+            "linux-aws",
+            "linux-gcp",
+            "linux-azure",
+            "linux-signed-",
+        )
+    ):
         return False
     return kernel_of(name) is None and not name.endswith("-dbg")
 
@@ -118,8 +133,11 @@ def installed_kernels(packages: Iterable[KernelPackage]) -> dict[str, KernelPack
             continue
         kind, kernel = parsed
         found.setdefault(kernel, {}).setdefault(kind, package.name)
-    return {kernel: KernelPackages(kernel, **kinds) for kernel, kinds in found.items()
-            if "image" in kinds or "modules" in kinds}
+    return {
+        kernel: KernelPackages(kernel, **kinds)
+        for kernel, kinds in found.items()
+        if "image" in kinds or "modules" in kinds
+    }
 
 
 def _names(depends: str) -> list[str]:
@@ -164,12 +182,16 @@ def parse_dpkg_query_lines(lines: Iterable[str]) -> tuple[KernelPackage, ...]:
         if len(fields) < 3 or not fields[0]:
             continue
         status = fields[2].strip()
-        packages.append(KernelPackage(fields[0], fields[1], status[:2] in _INSTALLED_STATES,
-                                      fields[3] if len(fields) > 3 else ""))
+        packages.append(
+            KernelPackage(fields[0], fields[1], status[:2] in _INSTALLED_STATES, fields[3] if len(fields) > 3 else "")
+        )
     return tuple(packages)
 
 
 def from_dpkg_status(packages) -> tuple[KernelPackage, ...]:
     """The `linux-*` records of dpkg's status file (verify.debian.dpkg.DpkgPackage)."""
-    return tuple(KernelPackage(p.name, p.version, p.state == "installed", p.depends)
-                 for p in packages if p.name.startswith("linux-"))
+    return tuple(
+        KernelPackage(p.name, p.version, p.state == "installed", p.depends)
+        for p in packages
+        if p.name.startswith("linux-")
+    )

@@ -190,7 +190,9 @@ def _dependents_by_stray(
         for field_name, groups in package.relations():
             for group in groups:
                 satisfiers = tuple(
-                    dict.fromkeys(found for alternative in group for found in installed.satisfiers(alternative, package))
+                    dict.fromkeys(
+                        found for alternative in group for found in installed.satisfiers(alternative, package)
+                    )
                 )
                 relation = " | ".join(str(alternative) for alternative in group)
                 for satisfier in satisfiers:
@@ -252,8 +254,12 @@ def _auto_installed(package: DpkgPackage, marked: frozenset[str], native: str) -
     return package.key in marked or (package.architecture == "all" and f"{package.name}:{native}" in marked)
 
 
-def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None = None,
-                view: FileSystemView | None = None, sonames: frozenset[str] | None = None) -> StraysReport:
+def find_strays(
+    root: str | Path = "/",
+    packages: tuple[DpkgPackage, ...] | None = None,
+    view: FileSystemView | None = None,
+    sonames: frozenset[str] | None = None,
+) -> StraysReport:
     """The stray distro ROCm packages installed under `root` (raises dpkg.DpkgDatabaseError if it has no dpkg
     database). `packages`: its status file's packages, when the caller has parsed them already; `view`: the caller's
     view of the files under `root`, when it has one; `sonames`: those of the expected release (default: the newest
@@ -264,9 +270,7 @@ def find_strays(root: str | Path = "/", packages: tuple[DpkgPackage, ...] | None
     native = native_architecture(packages)
     installed = InstalledSet(packages, native)
     strays = [
-        package
-        for package in installed.packages
-        if is_distro_rocm(package.source, package.maintainer, package.version)
+        package for package in installed.packages if is_distro_rocm(package.source, package.maintainer, package.version)
     ]
     if not strays:
         return StraysReport(str(root), native, ())

@@ -104,8 +104,12 @@ def _elftools() -> SimpleNamespace:
     from elftools.elf.structs import ELFStructs
 
     return SimpleNamespace(
-        ELFStructs=ELFStructs, struct_parse=struct_parse, errors=(ConstructError, ELFError),
-        E_MACHINE=ENUM_E_MACHINE, E_TYPE=ENUM_E_TYPE, E_VERSION=ENUM_E_VERSION,
+        ELFStructs=ELFStructs,
+        struct_parse=struct_parse,
+        errors=(ConstructError, ELFError),
+        E_MACHINE=ENUM_E_MACHINE,
+        E_TYPE=ENUM_E_TYPE,
+        E_VERSION=ENUM_E_VERSION,
         machine_names={v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)},
         type_names={v: k for k, v in ENUM_E_TYPE.items() if isinstance(v, int)},
     )
@@ -210,8 +214,10 @@ def _parse_head(path: str, stream, head: bytes) -> ElfInfo:
         osabi=head[7],
         abiversion=head[8],
         ident_padding_zero=not any(head[9:16]),
-        e_type=(elftools.type_names.get(_number(ehdr["e_type"], elftools.E_TYPE), None)
-                or hex(_number(ehdr["e_type"], elftools.E_TYPE))),
+        e_type=(
+            elftools.type_names.get(_number(ehdr["e_type"], elftools.E_TYPE), None)
+            or hex(_number(ehdr["e_type"], elftools.E_TYPE))
+        ),
         machine=_number(ehdr["e_machine"], elftools.E_MACHINE),
         version=_number(ehdr["e_version"], elftools.E_VERSION),
         phentsize=phentsize,
@@ -274,8 +280,10 @@ def _read_dynamic(stream, head: bytes, structs, dynamic, loads, path: str) -> di
 # records' layouts (pyelftools' Elf_Phdr/Elf_Dyn, the gABI's) are fixed, so they are unpacked with `struct` here, while
 # pyelftools parses the ELF header that locates them.
 _PHDR_FORMATS = {
-    (64, True): ("<IIQQQQQQ", (0, 2, 3, 5)), (64, False): (">IIQQQQQQ", (0, 2, 3, 5)),
-    (32, True): ("<IIIIIIII", (0, 1, 2, 4)), (32, False): (">IIIIIIII", (0, 1, 2, 4)),
+    (64, True): ("<IIQQQQQQ", (0, 2, 3, 5)),
+    (64, False): (">IIQQQQQQ", (0, 2, 3, 5)),
+    (32, True): ("<IIIIIIII", (0, 1, 2, 4)),
+    (32, False): (">IIIIIIII", (0, 1, 2, 4)),
 }
 _DYN_FORMATS = {(64, True): "<qQ", (64, False): ">qQ", (32, True): "<iI", (32, False): ">iI"}
 
@@ -310,8 +318,11 @@ def _read_at(stream, head: bytes, offset: int, size: int, path: str, what: str, 
     if offset + size > os.fstat(stream.fileno()).st_size:
         raise ElfError(path, f"{what} at offset {offset:#x} (+{size} bytes) runs past the end of the file (truncated)")
     if limit is not None and size > limit:
-        raise ElfError(path, f"{what} at offset {offset:#x} claims {size} bytes, more than any real one "
-                             f"(limit {limit} bytes): corrupt or hostile, not read")
+        raise ElfError(
+            path,
+            f"{what} at offset {offset:#x} claims {size} bytes, more than any real one "
+            f"(limit {limit} bytes): corrupt or hostile, not read",
+        )
     stream.seek(offset)
     data = stream.read(size)
     if len(data) != size:

@@ -76,7 +76,7 @@ class FileSystemView:
         found = self.host_path(path)
         if found is None:
             return posixpath.normpath(self.absolute(path))
-        return found[len(self.root):] or "/"
+        return found[len(self.root) :] or "/"
 
     def image_path(self, local: str | os.PathLike) -> str:
         """The image path of a local path under the root (the inverse of `local` for a path already resolved)."""

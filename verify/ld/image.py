@@ -130,7 +130,9 @@ class LoadedObject:
     how: str  # MAIN_PROGRAM | INTERPRETER | DIRECT_PATH | one of the SearchStep kinds
     via: str  # a person's label: "RUNPATH /opt/rocm/lib of /x/libbnb.so", "ld.so.cache", "main program", …
     requested_by: str | None = None  # the object whose request loaded it (None: main program, interpreter, process)
-    loader: str | None = None  # glibc's l_loader: whose RPATH chain its own dependencies inherit (None for dlopen roots)
+    loader: str | None = (
+        None  # glibc's l_loader: whose RPATH chain its own dependencies inherit (None for dlopen roots)
+    )
     dlopened: bool = False  # loaded by a dlopen() call rather than as a dependency
     soname: str | None = None
     needed: tuple[str, ...] = ()

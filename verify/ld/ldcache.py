@@ -215,7 +215,7 @@ def _read_conf(conf: str, to_host, seen: list[str], depth: int) -> None:
                 host_pattern = to_host(pattern)
                 prefix = host_pattern[: len(host_pattern) - len(pattern)] if host_pattern.endswith(pattern) else ""
                 for match in sorted(glob.glob(host_pattern)):
-                    _read_conf(match[len(prefix):] if prefix else match, to_host, seen, depth + 1)
+                    _read_conf(match[len(prefix) :] if prefix else match, to_host, seen, depth + 1)
         elif words[0] == "hwcap":
             continue
         else:

@@ -42,12 +42,39 @@ class _Object:
     """glibc's struct link_map, reduced to what the search needs (mutable while the model runs; a plain class, as
     thousands are made per venv)."""
 
-    __slots__ = ("path", "info", "names", "requested_as", "how", "via", "origin", "file_id", "loader",
-                 "requested_by", "dlopened", "has_searchlist", "paths", "plan")
+    __slots__ = (
+        "path",
+        "info",
+        "names",
+        "requested_as",
+        "how",
+        "via",
+        "origin",
+        "file_id",
+        "loader",
+        "requested_by",
+        "dlopened",
+        "has_searchlist",
+        "paths",
+        "plan",
+    )
 
-    def __init__(self, path: str, info: ElfInfo | None, names: list[str], requested_as: str, how: str, via: str,
-                 origin: str | None, *, file_id: tuple[int, int] | None = None, loader: _Object | None = None,
-                 requested_by: _Object | None = None, dlopened: bool = False, has_searchlist: bool = False):
+    def __init__(
+        self,
+        path: str,
+        info: ElfInfo | None,
+        names: list[str],
+        requested_as: str,
+        how: str,
+        via: str,
+        origin: str | None,
+        *,
+        file_id: tuple[int, int] | None = None,
+        loader: _Object | None = None,
+        requested_by: _Object | None = None,
+        dlopened: bool = False,
+        has_searchlist: bool = False,
+    ):
         self.path = path  # l_name: where it was opened, not symlink-resolved
         self.info = info
         self.names = names  # l_libname: every name it was requested under
@@ -104,8 +131,15 @@ class _Answer:
 
     __slots__ = ("hit", "step", "searched", "skipped", "fatal", "found_in", "how", "via", "origin", "_requests")
 
-    def __init__(self, fs: FileSystemView, hit: _Hit | None, step: m.SearchStep | None, searched: tuple,
-                 skipped: tuple, fatal: _FatalLoadError | None = None):
+    def __init__(
+        self,
+        fs: FileSystemView,
+        hit: _Hit | None,
+        step: m.SearchStep | None,
+        searched: tuple,
+        skipped: tuple,
+        fatal: _FatalLoadError | None = None,
+    ):
         self.hit = hit
         self.step = step  # the step the file was found in (None: a direct path, or nothing found)
         self.searched = searched
@@ -118,8 +152,9 @@ class _Answer:
             self.origin = _dirname(fs.absolute(hit.path))
         self._requests: dict[tuple, m.Request] = {}
 
-    def request(self, name: str, requester: _Object | None, kind: str, outcome: str,
-                already_loaded: _Object | None = None) -> m.Request:
+    def request(
+        self, name: str, requester: _Object | None, kind: str, outcome: str, already_loaded: _Object | None = None
+    ) -> m.Request:
         """The Request this answer makes for `name` from `requester` (made once per distinct request, then shared:
         Requests are immutable)."""
         requester_path = requester.path if requester else None
@@ -135,8 +170,9 @@ class _Answer:
                     fields.update(path=already_loaded.path, matched_by=m.BY_FILE)
                 else:
                     fields["path"] = self.hit.path
-            request = self._requests[key] = m.fast_new(m.Request, name=name, requester=requester_path, kind=kind,
-                                                       outcome=outcome, **fields)
+            request = self._requests[key] = m.fast_new(
+                m.Request, name=name, requester=requester_path, kind=kind, outcome=outcome, **fields
+            )
         return request
 
 
@@ -237,8 +273,17 @@ class Loader:
         else:
             origin = _dirname(self.fs.absolute(path))
             names = [path]
-        self.main = _Object(path, info, names, path, m.MAIN_PROGRAM, m.MAIN_PROGRAM, origin,
-                            file_id=(st.st_dev, st.st_ino) if st and not executed else None, has_searchlist=True)
+        self.main = _Object(
+            path,
+            info,
+            names,
+            path,
+            m.MAIN_PROGRAM,
+            m.MAIN_PROGRAM,
+            origin,
+            file_id=(st.st_dev, st.st_ino) if st and not executed else None,
+            has_searchlist=True,
+        )
         self.objects.append(self.main)
         if executed:  # the kernel-loaded program is known by no name and no file identity (its l_name is "")
             if self.main.soname is not None:
@@ -255,8 +300,16 @@ class Loader:
                 interp_info = None
             known = self.memo.interpreters[interp] = (interp_st, interp_info)
         interp_st, interp_info = known
-        self.interpreter = _Object(interp, interp_info, [interp], interp, m.INTERPRETER, m.INTERPRETER,
-                                   _dirname(interp), file_id=(interp_st.st_dev, interp_st.st_ino) if interp_st else None)
+        self.interpreter = _Object(
+            interp,
+            interp_info,
+            [interp],
+            interp,
+            m.INTERPRETER,
+            m.INTERPRETER,
+            _dirname(interp),
+            file_id=(interp_st.st_dev, interp_st.st_ino) if interp_st else None,
+        )
         self._by_name.setdefault(interp, self.interpreter)
         self._by_soname.setdefault(self.platform.interpreter_soname, self.interpreter)
         if self.interpreter.file_id:
@@ -317,9 +370,14 @@ class Loader:
             # (and what ldd prints); an expansion that comes out empty is an error.
             expanded = self._expand(name, requester)
             if not expanded:
-                self._record(name, requester, kind, m.ERROR,
-                             error=f"{name}: empty dynamic string token substitution (needed by "
-                                   f"{requester.path if requester else 'the program'})")
+                self._record(
+                    name,
+                    requester,
+                    kind,
+                    m.ERROR,
+                    error=f"{name}: empty dynamic string token substitution (needed by "
+                    f"{requester.path if requester else 'the program'})",
+                )
                 return None, False
             name = expanded
         loaded = self._by_name.get(name)
@@ -373,8 +431,9 @@ class Loader:
         self.requests.append(answer.request(name, requester, kind, m.LOADED))
         return obj, True
 
-    def _already_loaded(self, name: str, requester: _Object | None, kind: str, loaded: _Object,
-                        matched_by: str) -> m.Request:
+    def _already_loaded(
+        self, name: str, requester: _Object | None, kind: str, loaded: _Object, matched_by: str
+    ) -> m.Request:
         """The request for a name an object already answers. Most requests of an analysis are of this kind and the
         same ones recur in every analysis of a run (each library asks for libc.so.6 …): Requests are immutable, so each
         distinct one is made once per run and shared."""
@@ -383,8 +442,14 @@ class Loader:
         request = self.memo.requests.get(key)
         if request is None:
             request = self.memo.requests[key] = m.fast_new(
-                m.Request, name=name, requester=requester_path, kind=kind, outcome=m.ALREADY_LOADED, path=loaded.path,
-                matched_by=matched_by)
+                m.Request,
+                name=name,
+                requester=requester_path,
+                kind=kind,
+                outcome=m.ALREADY_LOADED,
+                path=loaded.path,
+                matched_by=matched_by,
+            )
         return request
 
     def _register(self, obj: _Object) -> None:
@@ -399,8 +464,16 @@ class Loader:
             self._by_file.setdefault(obj.file_id, obj)
 
     def _record(self, name, requester, kind, outcome, **fields) -> None:
-        self.requests.append(m.fast_new(m.Request, name=name, requester=requester.path if requester else None,
-                                        kind=kind, outcome=outcome, **fields))
+        self.requests.append(
+            m.fast_new(
+                m.Request,
+                name=name,
+                requester=requester.path if requester else None,
+                kind=kind,
+                outcome=outcome,
+                **fields,
+            )
+        )
 
     # --- the search ---------------------------------------------------------------------------------------------------
     # A search's answer depends only on the name and on its plan: the directory lists tried before ld.so.cache, in

@@ -77,7 +77,7 @@ class LoaderPlatform:
         # non-empty combination is tried, all-of-them first, with the components written last-first.
         if not self.legacy_subdirs:
             return ()
-        parts = ["tls", *( [self.platform] if self.platform else [] ), *reversed(self.legacy_hwcaps)]
+        parts = ["tls", *([self.platform] if self.platform else []), *reversed(self.legacy_hwcaps)]
         subdirs = []
         for mask in product((1, 0), repeat=len(parts)):
             if any(mask):
@@ -167,8 +167,12 @@ def glibc_version_of(root: str, fs=None) -> tuple[int, int] | None:
         version = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
         found = re.search(r"(\d+)\.(\d+)", version or "")
         return (int(found.group(1)), int(found.group(2))) if found else None
-    for candidate in ("/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/lib64/libc.so.6",
-                      "/usr/lib64/libc.so.6"):
+    for candidate in (
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/lib64/libc.so.6",
+        "/usr/lib64/libc.so.6",
+    ):
         real = fs.host_path(candidate) if fs else os.path.join(root, candidate.lstrip("/"))
         if real and os.path.isfile(real):
             try:

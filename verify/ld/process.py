@@ -37,8 +37,15 @@ class Dlopen:
 
 
 class Analyser:
-    def __init__(self, root: str = "/", *, platform: LoaderPlatform | None = None, cache_path: str = LD_SO_CACHE,
-                 cwd: str | None = None, fs: FileSystemView | None = None):
+    def __init__(
+        self,
+        root: str = "/",
+        *,
+        platform: LoaderPlatform | None = None,
+        cache_path: str = LD_SO_CACHE,
+        cwd: str | None = None,
+        fs: FileSystemView | None = None,
+    ):
         # `fs`: the caller's view of the same root (`verify check` makes one per run; its caches are shared then).
         self.fs = fs if fs is not None else FileSystemView(root, cwd)
         self.memo = RunMemo()  # shared by the analyses of this Analyser: see RunMemo
@@ -59,15 +66,19 @@ class Analyser:
             self.conf_dirs = read_ld_so_conf(LD_SO_CONF, lambda p: self.fs.host_path(p) or p) or None
 
     def _loader(self, library_path: str | None) -> Loader:
-        return Loader(self.platform, self.fs, self.cache, conf_dirs=self.conf_dirs, library_path=library_path,
-                      memo=self.memo)
+        return Loader(
+            self.platform, self.fs, self.cache, conf_dirs=self.conf_dirs, library_path=library_path, memo=self.memo
+        )
 
     def _start(self, loader: Loader, path: str, *, executed: bool) -> None:
         st = self.fs.stat(path)  # also the file identity loader.start needs: one stat per analysis, not two
         info = self.fs.elf(path, st)  # (st None: ElfError "no such file")
         if info.elf_class != self.platform.elf_class or info.machine != self.platform.machine:
-            raise ElfError(path, f"{info.elf_class}-bit {info.machine_name} file: this analyser models the "
-                                 f"{self.platform.elf_class}-bit x86-64 loader only")
+            raise ElfError(
+                path,
+                f"{info.elf_class}-bit {info.machine_name} file: this analyser models the "
+                f"{self.platform.elf_class}-bit x86-64 loader only",
+            )
         loader.start(path, info=info, executed=executed, st=st)
 
     def resolve(self, path: str, *, library_path: str | None = None) -> ProcessImage:
@@ -78,8 +89,9 @@ class Analyser:
         self._start(loader, path, executed=False)
         return self._image(path, loader)
 
-    def resolve_process(self, executable: str, dlopens: Iterable[str | Dlopen] = (), *,
-                        library_path: str | None = None) -> ProcessImage:
+    def resolve_process(
+        self, executable: str, dlopens: Iterable[str | Dlopen] = (), *, library_path: str | None = None
+    ) -> ProcessImage:
         """A process started from `executable` that then dlopen()s each entry of `dlopens`, in order.
 
         Raises ElfError when the executable cannot be analysed; problems with dlopen'ed files are findings."""
@@ -91,8 +103,13 @@ class Analyser:
             if call.caller is not None:
                 caller = loader.object_for_path(call.caller)
                 if caller is None:
-                    loader.findings.append(m.Finding(call.caller, f"{call.caller}: dlopen caller is not loaded in the "
-                                                                  f"process; {call.name} searched as if from the executable"))
+                    loader.findings.append(
+                        m.Finding(
+                            call.caller,
+                            f"{call.caller}: dlopen caller is not loaded in the "
+                            f"process; {call.name} searched as if from the executable",
+                        )
+                    )
             loader.dlopen(call.name, caller)
         return self._image(executable, loader)
 
@@ -107,14 +124,21 @@ class Analyser:
         )
 
 
-def resolve(path: str, *, root: str = "/", library_path: str | None = None,
-            platform: LoaderPlatform | None = None) -> ProcessImage:
+def resolve(
+    path: str, *, root: str = "/", library_path: str | None = None, platform: LoaderPlatform | None = None
+) -> ProcessImage:
     return Analyser(root, platform=platform).resolve(path, library_path=library_path)
 
 
-def resolve_process(executable: str, dlopens: Iterable[str | Dlopen] = (), *, env: Mapping[str, str] | None = None,
-                    root: str = "/", platform: LoaderPlatform | None = None,
-                    library_path: str | None = None) -> ProcessImage:
+def resolve_process(
+    executable: str,
+    dlopens: Iterable[str | Dlopen] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    root: str = "/",
+    platform: LoaderPlatform | None = None,
+    library_path: str | None = None,
+) -> ProcessImage:
     """`env` is the process environment the loader reads (only LD_LIBRARY_PATH matters here; default: none);
     `library_path`, when given, is LD_LIBRARY_PATH itself and wins over `env`."""
     if library_path is None:

@@ -34,20 +34,32 @@ class BootResult:
     previous_kernel: str | None = None
 
     def facts(self) -> BootCheckFacts:
-        return BootCheckFacts(self.boot_id, self.kernel, self.checked_at, self.report.verdict, self.report.reason,
-                              self.previous_kernel)
+        return BootCheckFacts(
+            self.boot_id, self.kernel, self.checked_at, self.report.verdict, self.report.reason, self.previous_kernel
+        )
 
     def to_json(self) -> dict:
-        return {"kind": KIND, "version": VERSION, "boot_id": self.boot_id, "kernel": self.kernel,
-                "previous_kernel": self.previous_kernel, "checked_at": self.checked_at,
-                "report": self.report.to_json()}
+        return {
+            "kind": KIND,
+            "version": VERSION,
+            "boot_id": self.boot_id,
+            "kernel": self.kernel,
+            "previous_kernel": self.previous_kernel,
+            "checked_at": self.checked_at,
+            "report": self.report.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> BootResult:
         report = unwrap(data, where, KIND, VERSION, "a boot-check result")
         previous = data.get("previous_kernel")
-        return cls(str(data.get("boot_id")), str(data.get("kernel")), str(data.get("checked_at")), report,
-                   previous if isinstance(previous, str) else None)
+        return cls(
+            str(data.get("boot_id")),
+            str(data.get("kernel")),
+            str(data.get("checked_at")),
+            report,
+            previous if isinstance(previous, str) else None,
+        )
 
 
 class BootState(StateDirectory):

@@ -24,8 +24,9 @@ evidence is not shaped like this verifier's raises report.ReportError.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verify.debian.strays import Stray
 from verify.report.report import ELSEWHERE, SEVERITY, LinkageEvidence, Report
@@ -106,8 +107,12 @@ class Drift:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Drift:
-        return cls(data["baseline"], data["verdict_before"], data["verdict_after"],
-                   tuple(Change.from_json(c) for c in data["changes"]))
+        return cls(
+            data["baseline"],
+            data["verdict_before"],
+            data["verdict_after"],
+            tuple(Change.from_json(c) for c in data["changes"]),
+        )
 
 
 def compare_reports(baseline: Report, current: Report, *, baseline_label: str = "the previous report") -> Drift:
@@ -125,6 +130,7 @@ def compare_reports(baseline: Report, current: Report, *, baseline_label: str = 
 
 
 # --- linkage ---------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Place:
@@ -207,12 +213,16 @@ def _linkage_changes(before: dict[str, _Place] | None, after: dict[str, _Place] 
             add(WORSE, f"{name} is no longer found (it resolved to {old.where()})")
         elif old.path is None:
             verb = "is found now:" if not new.bad else "now resolves to"
-            add(_direction(True, new.bad), f"{name} {verb} {new.where()}" + ("" if not new.bad else
-                                                                             " (it was not found before)"))
+            add(
+                _direction(True, new.bad),
+                f"{name} {verb} {new.where()}" + ("" if not new.bad else " (it was not found before)"),
+            )
         elif old.path == new.path and old.package != new.package:
-            add(_direction(old.bad, new.bad),
+            add(
+                _direction(old.bad, new.bad),
                 f"{name} at {new.path} now comes from {new.package or 'no known package'} instead of "
-                f"{old.package or 'no known package'}")
+                f"{old.package or 'no known package'}",
+            )
         elif old.path == new.path:
             add(_direction(old.bad, new.bad), f"{name} at {new.path} is now the file {new.real} instead of {old.real}")
         else:
@@ -225,6 +235,7 @@ def _linkage_changes(before: dict[str, _Place] | None, after: dict[str, _Place] 
 
 
 # --- strays ----------------------------------------------------------------------------------------------------------
+
 
 def _strays(report: Report) -> dict[str, Stray] | None:
     """package name → its entry of the strays report; None when the report could not read dpkg's database."""
@@ -257,18 +268,26 @@ def _stray_changes(before: dict[str, Stray] | None, after: dict[str, Stray] | No
         old, new = before.get(name), after.get(name)
         if old is None:
             ships = _ships(new.rocm_7_2_sonames)
-            changes.append(Change(WORSE, STRAYS, f"new stray package: {name} {new.version} "
-                                                 f"({_why_there(new)}{'; ' + ships if ships else ''})"))
+            changes.append(
+                Change(
+                    WORSE,
+                    STRAYS,
+                    f"new stray package: {name} {new.version} ({_why_there(new)}{'; ' + ships if ships else ''})",
+                )
+            )
         elif new is None:
             changes.append(Change(BETTER, STRAYS, f"stray package gone: {name} {old.version}"))
         elif old.version != new.version:
             risk = [s for s in new.rocm_7_2_sonames if s not in old.rocm_7_2_sonames]
             text = f"stray package {name} is now {new.version} (was {old.version})"
-            changes.append(Change(WORSE if risk else CHANGED, STRAYS, text + (f"; it now {_ships(risk)}" if risk else "")))
+            changes.append(
+                Change(WORSE if risk else CHANGED, STRAYS, text + (f"; it now {_ships(risk)}" if risk else ""))
+            )
     return changes
 
 
 # --- kernel and boot -------------------------------------------------------------------------------------------------
+
 
 def _gpu_gone_reason(report: Report) -> str | None:
     """Why the running kernel drives no GPU, when its check failed (kernel.driver's reason)."""
@@ -291,7 +310,7 @@ def _kernel_changes(before: Report, after: Report) -> list[Change]:
                 changes.append(Change(BETTER, KERNEL, f"kernel {release} has amdgpu.ko again"))
             continue
         if release in new.without_amdgpu:
-            boots = (": it boots next — after the next reboot the GPU is gone" if release == new.next_boot else "")
+            boots = ": it boots next — after the next reboot the GPU is gone" if release == new.next_boot else ""
             changes.append(Change(WORSE, KERNEL, f"kernel {release} was installed without amdgpu.ko{boots}"))
         else:
             changes.append(Change(CHANGED, KERNEL, f"kernel {release} was installed (amdgpu.ko present)"))
@@ -317,11 +336,17 @@ def _boot_changes(before: Report, after: Report) -> list[Change]:
         said = f"the GPU is gone: {reason}" if reason else f"the boot-time check failed: {new.reason}"
         return [Change(WORSE, BOOT, f"after the reboot into {new.kernel} {said} (checked {new.checked_at})")]
     direction = BETTER if old is not None and old.verdict == "fail" else CHANGED
-    return [Change(direction, BOOT, f"the boot-time check after the reboot into {new.kernel} passed "
-                                    f"({new.verdict}, {new.checked_at})")]
+    return [
+        Change(
+            direction,
+            BOOT,
+            f"the boot-time check after the reboot into {new.kernel} passed ({new.verdict}, {new.checked_at})",
+        )
+    ]
 
 
 # --- checks and versions ---------------------------------------------------------------------------------------------
+
 
 def _check_changes(before: Report, after: Report, explained: Mapping[str, list[Change]]) -> list[Change]:
     """A line per check whose status moved — unless the detailed lines of its topic already say it in that

@@ -16,10 +16,10 @@ stuck on its own state.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from verify.report.kept_files import APT_HOOK_DIR, LAST, STATE_ROOT, replace_file
 from verify.report.report import Report, ReportError
@@ -47,8 +47,13 @@ class HookResult:
         return self.report.passed
 
     def to_json(self) -> dict:
-        return {"kind": KIND, "version": VERSION, "checked_at": self.checked_at, "report": self.report.to_json(),
-                "drift": self.drift}
+        return {
+            "kind": KIND,
+            "version": VERSION,
+            "checked_at": self.checked_at,
+            "report": self.report.to_json(),
+            "drift": self.drift,
+        }
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> HookResult:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import calendar
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from verify.report.boot_state import BootResult
 from verify.report.hook_state import HookResult, StateError

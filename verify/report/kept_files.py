@@ -71,8 +71,7 @@ def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         partial = f".{name}.{secrets.token_hex(8)}.partial"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                     dir_fd=dir_fd)
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as out:
                 out.write(text)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from verify.report.kept import KeptResult, Unusable, kept_results
 from verify.report.kept_files import STATE_ROOT, read_kept_files, replace_file
@@ -47,9 +47,9 @@ _HELP = {
     "rocm_fleet_gpu_info": "One series per GPU the runtime probe saw: its index, arch and whether ROCm supports it.",
     "rocm_fleet_nf4_roundtrip_mean_abs_error": "Mean absolute error of the NF4 quantize/dequantize round trip.",
     "rocm_fleet_reboot_pending": "1 when a reboot was pending at the source's last run (the next boot runs another "
-                                 "kernel), else 0.",
+    "kernel), else 0.",
     "rocm_fleet_kernel_has_amdgpu": "1 when the kernel that runs (boot=running) or boots next (boot=next) has "
-                                    "amdgpu.ko, else 0.",
+    "amdgpu.ko, else 0.",
     "rocm_fleet_verifier_info": "The version of the verifier that wrote the source's last result.",
 }
 
@@ -77,16 +77,27 @@ def _samples(result: KeptResult) -> Iterable[tuple[str, dict, float]]:
         yield "rocm_fleet_verdict", {**source, "verdict": verdict}, 1 if report.verdict == verdict else 0
     for check in report.checks:
         for status in STATUSES:
-            yield ("rocm_fleet_check_status", {**source, "check": check.id, "status": status},
-                   1 if check.status == status else 0)
+            yield (
+                "rocm_fleet_check_status",
+                {**source, "check": check.id, "status": status},
+                1 if check.status == status else 0,
+            )
     facts = report.facts
     if facts.strays is not None and isinstance(facts.strays.count, int):
         yield "rocm_fleet_stray_packages", source, facts.strays.count
     if facts.gpus is not None:
         yield "rocm_fleet_gpus", source, len(facts.gpus)
         for gpu in facts.gpus:
-            yield ("rocm_fleet_gpu_info", {**source, "index": gpu.index, "arch": gpu.arch or "unknown",
-                                           "supported": "true" if gpu.supported else "false"}, 1)
+            yield (
+                "rocm_fleet_gpu_info",
+                {
+                    **source,
+                    "index": gpu.index,
+                    "arch": gpu.arch or "unknown",
+                    "supported": "true" if gpu.supported else "false",
+                },
+                1,
+            )
     for run in facts.nf4:
         error = run.roundtrip_mean_abs_error
         if isinstance(error, (int, float)) and not isinstance(error, bool):
@@ -94,8 +105,10 @@ def _samples(result: KeptResult) -> Iterable[tuple[str, dict, float]]:
     kernel = facts.kernel
     if kernel is not None:  # schema 2: the kernel side of the GPU (check kernel.*)
         yield "rocm_fleet_reboot_pending", source, 1 if kernel.reboot_pending else 0
-        for boot, release, has in (("running", kernel.running, kernel.running_has_amdgpu),
-                                   ("next", kernel.next_boot, kernel.next_boot_has_amdgpu)):
+        for boot, release, has in (
+            ("running", kernel.running, kernel.running_has_amdgpu),
+            ("next", kernel.next_boot, kernel.next_boot_has_amdgpu),
+        ):
             if release and has is not None:
                 yield "rocm_fleet_kernel_has_amdgpu", {**source, "kernel": release, "boot": boot}, 1 if has else 0
     yield "rocm_fleet_verifier_info", {**source, "version": report.tool_version}, 1

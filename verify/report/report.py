@@ -23,9 +23,10 @@ This module only shapes and judges data; it runs nothing and reads no files (exc
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # imported where it is used: reading or judging a report needs neither dpkg's nor the ELF reader
     from verify.debian.strays import StraysReport
@@ -89,11 +90,12 @@ class CheckResult:
 
     @property
     def line(self) -> str:
-        """"FAIL linkage.static: …" — how the summary and the demo name a check that did not pass."""
+        """ "FAIL linkage.static: …" — how the summary and the demo name a check that did not pass."""
         return f"{self.status.upper()} {self.id}: {self.reason}"
 
 
 # --- what the fleet summary shows (the report's "facts") -------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Gpu:
@@ -204,8 +206,11 @@ class Facts:
         kernel = facts.kernel
         if kernel is not None:
             kernel = _record(KernelFacts, kernel, "facts.kernel")
-            kernel = replace(kernel, installed=_strings(kernel.installed, "facts.kernel.installed"),
-                             without_amdgpu=_strings(kernel.without_amdgpu, "facts.kernel.without_amdgpu"))
+            kernel = replace(
+                kernel,
+                installed=_strings(kernel.installed, "facts.kernel.installed"),
+                without_amdgpu=_strings(kernel.without_amdgpu, "facts.kernel.without_amdgpu"),
+            )
         return replace(
             facts,
             gpus=None if gpus is None else tuple(_record(Gpu, g, "facts.gpus[]") for g in _list(gpus, "facts.gpus")),
@@ -214,10 +219,12 @@ class Facts:
             nf4=tuple(_record(Nf4Run, run, "facts.nf4[]") for run in _list(facts.nf4, "facts.nf4")),
             kernel=kernel,
             apt_pin=None if facts.apt_pin is None else _record(StatusLine, facts.apt_pin, "facts.apt_pin"),
-            environment=(None if facts.environment is None
-                         else _record(StatusLine, facts.environment, "facts.environment")),
-            boot_check=(None if facts.boot_check is None
-                        else _record(BootCheckFacts, facts.boot_check, "facts.boot_check")),
+            environment=(
+                None if facts.environment is None else _record(StatusLine, facts.environment, "facts.environment")
+            ),
+            boot_check=(
+                None if facts.boot_check is None else _record(BootCheckFacts, facts.boot_check, "facts.boot_check")
+            ),
             probe_account=None if facts.probe_account is None else _probe_account(facts.probe_account),
             model=tuple(_record(ModelRun, run, "facts.model[]") for run in _list(facts.model, "facts.model")),
         )
@@ -234,11 +241,15 @@ def _probe_account(data: Any) -> ProbeAccountFacts:
 
 def _strays_facts(data: Any) -> StraysFacts:
     found = _record(StraysFacts, data, "facts.strays")
-    return replace(found, packages=tuple(_list(found.packages, "facts.strays.packages")),
-                    binding_risk=tuple(_list(found.binding_risk, "facts.strays.binding_risk")))
+    return replace(
+        found,
+        packages=tuple(_list(found.packages, "facts.strays.packages")),
+        binding_risk=tuple(_list(found.binding_risk, "facts.strays.binding_risk")),
+    )
 
 
 # --- the typed view of the linkage check's evidence ------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ResolvedObject:
@@ -272,6 +283,7 @@ class LinkageEvidence:
 
 
 # --- the report ------------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class HostInfo:
@@ -434,8 +446,10 @@ STATIC_CHECK_IDS = ("linkage.static", "versions.rocm", "versions.torch", "versio
 RUNTIME_CHECK_IDS = ("runtime.torch", "runtime.devices", "runtime.bnb_library", "runtime.maps")
 EXIT_STATUS = {PASS: 0, WARN: 0, FAIL: 1}  # what `verify check` exits with for each verdict (README, check.py)
 IN_PROCESS = "in-process"  # judge_report(exit_status=IN_PROCESS): the report was not read from a verifier process
-RERUN_FIX = ("run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
-             "the verifier on the host is damaged or not this checkout's")
+RERUN_FIX = (
+    "run tasks/verify.py again from this checkout (it uploads this checkout's verifier); if it happens again, "
+    "the verifier on the host is damaged or not this checkout's"
+)
 
 
 @dataclass(frozen=True)
@@ -478,8 +492,9 @@ def judge_report(
     if verdict != worst:
         odd = next((c for c in report["checks"] if c["status"] == worst), None)
         because = f"check {odd['id']} is {worst}" if odd else "no check has that status"
-        return Judgement(False, f"the report's verdict {verdict!r} is not what its checks give ({worst!r}: {because})",
-                         RERUN_FIX)
+        return Judgement(
+            False, f"the report's verdict {verdict!r} is not what its checks give ({worst!r}: {because})", RERUN_FIX
+        )
     ids = [check["id"] for check in report["checks"]]
     if len(set(ids)) != len(ids):
         twice = sorted({i for i in ids if ids.count(i) > 1})
@@ -487,30 +502,42 @@ def judge_report(
     required = _required_checks(report)
     missing = [i for i in required if i not in ids]
     if missing:
-        return Judgement(False, f"the report lacks check(s) {', '.join(missing)} that the verifier always runs",
-                         RERUN_FIX)
+        return Judgement(
+            False, f"the report lacks check(s) {', '.join(missing)} that the verifier always runs", RERUN_FIX
+        )
     # Only the maps comparison may be skipped (nothing to compare); a pass resting on a skipped check is no pass.
-    skipped = [c["id"] for c in report["checks"] if c["status"] == SKIP and c["id"] in required
-               and c["id"] != "runtime.maps"]
+    skipped = [
+        c["id"] for c in report["checks"] if c["status"] == SKIP and c["id"] in required and c["id"] != "runtime.maps"
+    ]
     if skipped and verdict != FAIL:
         return Judgement(False, f"the report passes with check(s) {', '.join(skipped)} skipped", RERUN_FIX)
     if request is not None:
         asked = report["request"]
-        wrong = [f"{key} {asked.get(key)!r} (asked {value!r})" for key, value in request.items()
-                 if not _same(asked.get(key), value)]
+        wrong = [
+            f"{key} {asked.get(key)!r} (asked {value!r})"
+            for key, value in request.items()
+            if not _same(asked.get(key), value)
+        ]
         if wrong:
             return Judgement(False, f"the report answers another question: {', '.join(wrong)}", RERUN_FIX)
     if hostname is not None and report["host"]["hostname"] != hostname:
-        return Judgement(False, f"the report is from host {report['host']['hostname']!r}, this host says it is "
-                                f"{hostname!r}", "check this host's address in the inventory, then " + RERUN_FIX)
+        return Judgement(
+            False,
+            f"the report is from host {report['host']['hostname']!r}, this host says it is {hostname!r}",
+            "check this host's address in the inventory, then " + RERUN_FIX,
+        )
     if exit_status != IN_PROCESS:
         documented = EXIT_STATUS[verdict]
         if exit_status is None:
-            return Judgement(False, "the verifier's exit status never came back (it or the connection died before "
-                                    "the end)", RERUN_FIX)
+            return Judgement(
+                False,
+                "the verifier's exit status never came back (it or the connection died before the end)",
+                RERUN_FIX,
+            )
         if exit_status != documented:
-            return Judgement(False, f"the verifier exited {exit_status}, but a {verdict!r} report means exit "
-                                    f"{documented}", RERUN_FIX)
+            return Judgement(
+                False, f"the verifier exited {exit_status}, but a {verdict!r} report means exit {documented}", RERUN_FIX
+            )
     return Judgement(verdict in (PASS, WARN))
 
 
@@ -589,8 +616,7 @@ def build_report(
     tool_version: str,
 ) -> Report:
     """The report of `checks`, with its verdict and one-line reason."""
-    return Report(generated_at, tool_version, host, request, facts, verdict_of(checks), headline(checks),
-                  tuple(checks))
+    return Report(generated_at, tool_version, host, request, facts, verdict_of(checks), headline(checks), tuple(checks))
 
 
 def load_schema() -> dict[str, Any]:
@@ -601,6 +627,7 @@ def load_schema() -> dict[str, Any]:
 
 
 # --- records from and to JSON ----------------------------------------------------------------------------------------
+
 
 def _require(data: Mapping[str, Any], keys: Iterable[str], where: str) -> None:
     missing = [key for key in keys if key not in data]

@@ -16,11 +16,26 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 _ANNOTATIONS = frozenset({"$schema", "$id", "title", "description", "$defs"})
-_CHECKED = frozenset({"type", "const", "enum", "required", "properties", "additionalProperties", "items", "minItems",
-                      "minLength", "minimum", "pattern", "$ref"})
+_CHECKED = frozenset(
+    {
+        "type",
+        "const",
+        "enum",
+        "required",
+        "properties",
+        "additionalProperties",
+        "items",
+        "minItems",
+        "minLength",
+        "minimum",
+        "pattern",
+        "$ref",
+    }
+)
 
 
 class SchemaError(ValueError):
@@ -67,8 +82,9 @@ class Validator:
             raise SchemaError(f"{where}: a schema must be an object")
         unknown = set(node) - _ANNOTATIONS - _CHECKED
         if unknown:
-            raise SchemaError(f"{where}: keyword(s) {', '.join(sorted(unknown))} not implemented by "
-                              "verify/report/schema_check.py")
+            raise SchemaError(
+                f"{where}: keyword(s) {', '.join(sorted(unknown))} not implemented by verify/report/schema_check.py"
+            )
         if node.get("additionalProperties", False) is not False:
             raise SchemaError(f"{where}: only additionalProperties: false is implemented")
         ref = node.get("$ref")

@@ -18,9 +18,9 @@ Rules (read from the 0.50.1 wheel's cextension.py / cuda_specs.py):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from verify.stack.rocm_release import RocmRelease
 
@@ -112,4 +112,6 @@ def select_bnb_library(
         )
         return BnbChoice(available[picked], f"nearest same-major build for torch.version.hip {torch_hip}", warning)
     # bitsandbytes returns the missing exact name; loading it then fails with "No compatible ROCm binary found".
-    return BnbChoice(package_dir / exact_name, f"no packaged ROCm {runtime[0]}.x build for torch.version.hip {torch_hip}")
+    return BnbChoice(
+        package_dir / exact_name, f"no packaged ROCm {runtime[0]}.x build for torch.version.hip {torch_hip}"
+    )

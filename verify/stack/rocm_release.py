@@ -26,8 +26,10 @@ class UnknownRelease(ValueError):
 
     @classmethod
     def of(cls, release: str) -> UnknownRelease:
-        return cls(f"ROCm {release} is not a release this checkout knows (known: {', '.join(_known())}; a release "
-                   f"is added as verify/stack/{RELEASES_DIR}/X.Y.Z.json)")
+        return cls(
+            f"ROCm {release} is not a release this checkout knows (known: {', '.join(_known())}; a release "
+            f"is added as verify/stack/{RELEASES_DIR}/X.Y.Z.json)"
+        )
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,11 @@ def forget() -> None:
 
 @functools.cache
 def _known() -> tuple[str, ...]:
-    names = [entry.name[: -len(".json")] for entry in resources.files(__package__).joinpath(RELEASES_DIR).iterdir()
-             if entry.name.endswith(".json") and _RELEASE.match(entry.name[: -len(".json")])]
+    names = [
+        entry.name[: -len(".json")]
+        for entry in resources.files(__package__).joinpath(RELEASES_DIR).iterdir()
+        if entry.name.endswith(".json") and _RELEASE.match(entry.name[: -len(".json")])
+    ]
     return tuple(sorted(names, key=lambda name: tuple(int(part) for part in name.split("."))))
 
 
@@ -118,7 +123,10 @@ def _read(release: str) -> RocmRelease:
         raise ValueError(f"{RELEASES_DIR}/{release}.json describes release {data.get('release')!r}")
     # Every field of RocmRelease is a key of the file (the *_about keys are prose for the reader).
     found = RocmRelease(**{f.name: data[f.name] for f in fields(RocmRelease)})
-    return replace(found, gpu_archs=frozenset(found.gpu_archs), sonames=frozenset(found.sonames),
-                   colliding_packages=tuple(CollidingPackage(**entry) for entry in found.colliding_packages),
-                   apt=AptRepository(found.apt["origin"], int(found.apt["pin_priority"]),
-                                     tuple(found.apt["pin_files"])))
+    return replace(
+        found,
+        gpu_archs=frozenset(found.gpu_archs),
+        sonames=frozenset(found.sonames),
+        colliding_packages=tuple(CollidingPackage(**entry) for entry in found.colliding_packages),
+        apt=AptRepository(found.apt["origin"], int(found.apt["pin_priority"]), tuple(found.apt["pin_files"])),
+    )

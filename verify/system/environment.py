@@ -35,9 +35,11 @@ from verify.system.textfiles import list_dir, read_optional
 
 WATCHED = ("LD_LIBRARY_PATH", "LD_PRELOAD", "BNB_ROCM_VERSION")
 ENVIRONMENT_D_DIRS = ("/etc/environment.d", "/usr/lib/environment.d", "/usr/local/lib/environment.d")
-GENERATOR_DIRS = tuple(f"{base}/{kind}-environment-generators"
-                       for base in ("/etc/systemd", "/usr/local/lib/systemd", "/usr/lib/systemd", "/lib/systemd")
-                       for kind in ("system", "user"))
+GENERATOR_DIRS = tuple(
+    f"{base}/{kind}-environment-generators"
+    for base in ("/etc/systemd", "/usr/local/lib/systemd", "/usr/lib/systemd", "/lib/systemd")
+    for kind in ("system", "user")
+)
 # Generators shipped by Debian/Ubuntu packages whose behaviour is known: systemd's reads environment.d (parsed here);
 # gnupg's sets SSH_AUTH_SOCK only.
 KNOWN_GENERATORS = frozenset({"30-systemd-environment-d-generator", "90gpg-agent"})
@@ -72,8 +74,14 @@ class Setting:
         return f"{said} ({self.where}{': ' + ', '.join(notes) if notes else ''})"
 
     def to_json(self) -> dict:
-        return {"where": self.where, "name": self.name, "value": self.value, "line": self.line,
-                "exported": self.exported, "conditional": self.conditional}
+        return {
+            "where": self.where,
+            "name": self.name,
+            "value": self.value,
+            "line": self.line,
+            "exported": self.exported,
+            "conditional": self.conditional,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,10 +109,15 @@ class LoaderEnvironment:
         return [s for s in self.settings if s.name == name and s.exported]
 
     def to_json(self) -> dict:
-        return {"settings": [s.to_json() for s in self.settings], "unparsed": [u.describe() for u in self.unparsed],
-                "ld_so_preload": list(self.preload), "unknown_generators": list(self.unknown_generators),
-                "rocm_ld_so_conf_dirs": list(self.rocm_conf_dirs), "unreadable": list(self.unreadable),
-                "sources": list(self.sources)}
+        return {
+            "settings": [s.to_json() for s in self.settings],
+            "unparsed": [u.describe() for u in self.unparsed],
+            "ld_so_preload": list(self.preload),
+            "unknown_generators": list(self.unknown_generators),
+            "rocm_ld_so_conf_dirs": list(self.rocm_conf_dirs),
+            "unreadable": list(self.unreadable),
+            "sources": list(self.sources),
+        }
 
 
 def _unquote(text: str, current: dict[str, str | None], expand: bool) -> str | None:
@@ -146,8 +159,9 @@ def _expand(body: str, current: dict[str, str | None]) -> str | None:
     return None if unknown else expanded
 
 
-def parse_assignments(text: str, where: str, current: dict[str, str | None], *, shell: bool,
-                      expand: bool) -> tuple[list[Setting], list[Unparsed]]:
+def parse_assignments(
+    text: str, where: str, current: dict[str, str | None], *, shell: bool, expand: bool
+) -> tuple[list[Setting], list[Unparsed]]:
     """Settings of watched variables in one file; `current` (name → value) is updated as lines apply.
     `shell`: sh syntax (export, unset, blocks, exported-ness); otherwise the KEY=VALUE files (pam_env, environment.d),
     whose every assignment is exported."""
@@ -195,7 +209,7 @@ def parse_assignments(text: str, where: str, current: dict[str, str | None], *, 
             match = _ASSIGN.match(statement)
             if match is None or (match.group(1) and not shell):
                 if not shell and match is None and statement.startswith("export "):
-                    match = _ASSIGN.match(statement[len("export "):].strip())  # pam_env accepts `export `
+                    match = _ASSIGN.match(statement[len("export ") :].strip())  # pam_env accepts `export `
                 if match is None:
                     understood = False
                     continue
@@ -260,8 +274,19 @@ def read_loader_environment(view: FileSystemView, venv_root: str) -> LoaderEnvir
 
     preload_text = read(LD_SO_PRELOAD)
     preload = parse_preload(preload_text) if preload_text else ()
-    generators = tuple(f"{directory}/{name}" for directory in GENERATOR_DIRS
-                       for name in list_dir(view.local(directory)) if name not in KNOWN_GENERATORS)
+    generators = tuple(
+        f"{directory}/{name}"
+        for directory in GENERATOR_DIRS
+        for name in list_dir(view.local(directory))
+        if name not in KNOWN_GENERATORS
+    )
     conf_dirs = read_ld_so_conf(LD_SO_CONF, lambda p: os.fspath(view.local(p)))
-    return LoaderEnvironment(tuple(settings), tuple(unparsed), preload, generators,
-                             tuple(d for d in conf_dirs if _is_rocm_dir(d)), tuple(unreadable), tuple(sources))
+    return LoaderEnvironment(
+        tuple(settings),
+        tuple(unparsed),
+        preload,
+        generators,
+        tuple(d for d in conf_dirs if _is_rocm_dir(d)),
+        tuple(unreadable),
+        tuple(sources),
+    )

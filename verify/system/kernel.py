@@ -57,15 +57,22 @@ class InstalledKernel:
         if not self.modules_dir:
             return f"no /lib/modules/{self.release}: amdgpu.ko missing"
         if self.packages is not None and self.packages.modules and not self.packages.modules_extra:
-            return (f"amdgpu.ko missing (linux-modules-extra-{self.release} is not installed: apt-get install "
-                    f"linux-modules-extra-{self.release})")
+            return (
+                f"amdgpu.ko missing (linux-modules-extra-{self.release} is not installed: apt-get install "
+                f"linux-modules-extra-{self.release})"
+            )
         return "amdgpu.ko missing"
 
     def to_json(self) -> dict:
-        return {"release": self.release, "amdgpu_module": self.amdgpu_module, "modules_dir": self.modules_dir,
-                "image": self.image,
-                "packages": None if self.packages is None else {
-                    k: getattr(self.packages, k) for k in ("image", "modules", "modules_extra", "headers")}}
+        return {
+            "release": self.release,
+            "amdgpu_module": self.amdgpu_module,
+            "modules_dir": self.modules_dir,
+            "image": self.image,
+            "packages": None
+            if self.packages is None
+            else {k: getattr(self.packages, k) for k in ("image", "modules", "modules_extra", "headers")},
+        }
 
 
 @dataclass(frozen=True)
@@ -105,9 +112,14 @@ class KernelState:
             "dev_kfd": self.kfd,
             "blocks": [b.describe() for b in self.blocks],
             "installed": [k.to_json() for k in self.installed],
-            "meta_packages": None if self.meta is None else {
-                "installed": list(self.meta.installed), "pulling_modules_extra": list(self.meta.pulling_modules_extra),
-                "split_modules": self.meta.split_modules, "statement": self.meta.statement()},
+            "meta_packages": None
+            if self.meta is None
+            else {
+                "installed": list(self.meta.installed),
+                "pulling_modules_extra": list(self.meta.pulling_modules_extra),
+                "split_modules": self.meta.split_modules,
+                "statement": self.meta.statement(),
+            },
             "grub_default": self.grub_default,
             "unreadable": list(self.unreadable),
         }
@@ -149,18 +161,20 @@ class LivePaths:
     kfd: str = "/dev/kfd"
 
 
-def read_kernel_state(view: FileSystemView, packages: tuple[KernelPackage, ...] | None,
-                      running: str | None, live: LivePaths = LivePaths()) -> KernelState:
+def read_kernel_state(
+    view: FileSystemView, packages: tuple[KernelPackage, ...] | None, running: str | None, live: LivePaths = LivePaths()
+) -> KernelState:
     """The kernel state of the system `view` shows. `packages`: dpkg's linux-* records (None: unreadable database);
     `running`: `uname -r` when `view` is the running system, else None (sysfs, /dev and /proc are not the image's)."""
     unreadable: list[str] = []
     by_dpkg = installed_kernels(packages or ())
-    images = {name[len("vmlinuz-"):] for name in list_dir(view.local("/boot")) if name.startswith("vmlinuz-")}
+    images = {name[len("vmlinuz-") :] for name in list_dir(view.local("/boot")) if name.startswith("vmlinuz-")}
     modules = set(list_dir(view.local("/lib/modules")))
     releases = set(by_dpkg) | images
     installed = tuple(
-        InstalledKernel(release, amdgpu_module(view, release), release in modules, release in images,
-                        by_dpkg.get(release))
+        InstalledKernel(
+            release, amdgpu_module(view, release), release in modules, release in images, by_dpkg.get(release)
+        )
         for release in sorted(releases, key=functools.cmp_to_key(compare_kernels))
     )
     blocks, bad = read_modprobe_config(view.image_root or "/")
@@ -191,4 +205,3 @@ def read_kernel_state(view: FileSystemView, packages: tuple[KernelPackage, ...] 
         grub_default=_grub_default(view, unreadable),
         unreadable=tuple(unreadable),
     )
-

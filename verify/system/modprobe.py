@@ -23,8 +23,13 @@ from dataclasses import dataclass
 from verify.system.textfiles import list_dir, read_optional
 
 MODULE = "amdgpu"
-MODPROBE_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d",
-                 "/lib/modprobe.d")
+MODPROBE_DIRS = (
+    "/etc/modprobe.d",
+    "/run/modprobe.d",
+    "/usr/local/lib/modprobe.d",
+    "/usr/lib/modprobe.d",
+    "/lib/modprobe.d",
+)
 
 
 @dataclass(frozen=True)

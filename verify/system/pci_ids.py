@@ -28,8 +28,23 @@ INTEGRATED_PCI_IDS = {
     "0x164f": "Phoenix (gfx1103)",
 }
 # gfx targets that only APUs carry (the discrete RDNA3 parts are gfx1100-gfx1102; gfx1103 and gfx115x are APUs).
-INTEGRATED_ARCHS = frozenset({"gfx902", "gfx909", "gfx90c", "gfx1013", "gfx1033", "gfx1035", "gfx1036", "gfx1037",
-                              "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153"})
+INTEGRATED_ARCHS = frozenset(
+    {
+        "gfx902",
+        "gfx909",
+        "gfx90c",
+        "gfx1013",
+        "gfx1033",
+        "gfx1035",
+        "gfx1036",
+        "gfx1037",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+        "gfx1152",
+        "gfx1153",
+    }
+)
 
 
 def integrated_gpu_name(device_id: str) -> str | None:

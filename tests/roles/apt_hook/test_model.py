@@ -19,9 +19,12 @@ SPEC = HookSpec("/usr/bin/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
 def test_apt_reads_the_configuration_as_one_post_invoke_command(tmp_path):
     conf = tmp_path / "80rocm-fleet-verify"
     conf.write_text(config_text(SPEC))
-    dumped = subprocess.run(["apt-config", "-c", str(conf), "dump", "DPkg::Post-Invoke"], capture_output=True,
-                            text=True, check=True).stdout
-    ours = [m.group(1) for m in re.finditer(r'^DPkg::Post-Invoke:: "(.*)";$', dumped, re.M) if "rocm-fleet" in m.group(1)]
+    dumped = subprocess.run(
+        ["apt-config", "-c", str(conf), "dump", "DPkg::Post-Invoke"], capture_output=True, text=True, check=True
+    ).stdout
+    ours = [
+        m.group(1) for m in re.finditer(r'^DPkg::Post-Invoke:: "(.*)";$', dumped, re.M) if "rocm-fleet" in m.group(1)
+    ]
     assert ours == [hook_command(SPEC)]
 
 
@@ -31,12 +34,15 @@ def test_the_hook_line_never_fails_and_says_what_is_missing_in_one_line():
     no_python = HookSpec("/nonexistent/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
     done = subprocess.run(["sh", "-c", hook_command(no_python)], capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == ("rocm-fleet apt hook: not run - /nonexistent/python3 is missing (apt-get install python3, "
-                           "then run tasks/apt_hook.py again)\n")
+    assert done.stdout == (
+        "rocm-fleet apt hook: not run - /nonexistent/python3 is missing (apt-get install python3, "
+        "then run tasks/apt_hook.py again)\n"
+    )
     done = subprocess.run(["sh", "-c", hook_command(SPEC)], capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == (f"rocm-fleet apt hook: not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set "
-                           "apt_hook: False)\n")
+    assert done.stdout == (
+        f"rocm-fleet apt hook: not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)\n"
+    )
 
 
 def test_and_whatever_the_verifier_exits_with_the_line_exits_0(tmp_path):
@@ -58,8 +64,9 @@ def test_any_venv_path_the_inventory_accepts_goes_into_the_line_as_it_is(tmp_pat
     spec = HookSpec("/usr/bin/python3", settings.venv_path, settings.rocm_release, settings.bitsandbytes_version)
     conf = tmp_path / "80rocm-fleet-verify"
     conf.write_text(config_text(spec))
-    dumped = subprocess.run(["apt-config", "-c", str(conf), "dump", "DPkg::Post-Invoke"], capture_output=True,
-                            text=True, check=True).stdout
+    dumped = subprocess.run(
+        ["apt-config", "-c", str(conf), "dump", "DPkg::Post-Invoke"], capture_output=True, text=True, check=True
+    ).stdout
     assert f'DPkg::Post-Invoke:: "{hook_command(spec)}";' in dumped.splitlines()
     assert f" --venv {venv} " in hook_command(spec)
     echoed = subprocess.run(["sh", "-c", f"printf '%s\\n' {venv}"], capture_output=True, text=True).stdout
@@ -71,5 +78,6 @@ def test_a_host_python3_the_line_cannot_carry_is_refused(python):
     """The host's python3 is found on the host, not configured: the one value the hook line still checks."""
     with pytest.raises(HookSpecError) as raised:
         HookSpec(python, "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
-    assert str(raised.value).startswith(f"apt hook: the host's python3 is {python!r}, a path the apt configuration "
-                                        "line cannot carry")
+    assert str(raised.value).startswith(
+        f"apt hook: the host's python3 is {python!r}, a path the apt configuration line cannot carry"
+    )

@@ -22,4 +22,9 @@ def test_apt_hook(name, case):
 
 def test_installed_then_already_installed_then_removed_are_all_covered():
     names = {name for name, _ in CASES}
-    assert {"not_installed", "installed_and_up_to_date", "removed_when_installed", "removed_when_not_installed"} <= names
+    assert {
+        "not_installed",
+        "installed_and_up_to_date",
+        "removed_when_installed",
+        "removed_when_not_installed",
+    } <= names

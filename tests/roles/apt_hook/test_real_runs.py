@@ -29,9 +29,13 @@ UPLOAD = "Apt hook | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz
 
 
 def sh(root: Path, command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["chroot", str(root), "sh", "-c", command], capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
-                               "DEBIAN_FRONTEND": "noninteractive"})
+    return subprocess.run(
+        ["chroot", str(root), "sh", "-c", command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8", "DEBIAN_FRONTEND": "noninteractive"},
+    )
 
 
 def hook_lines(done: subprocess.CompletedProcess) -> list[str]:
@@ -56,12 +60,17 @@ def local_debs(root: Path, workdir: Path) -> None:
     (root / "tmp/ok.deb").write_bytes(ok.read_bytes())
     tree = workdir / "bad"
     (tree / "DEBIAN").mkdir(parents=True)
-    (tree / "DEBIAN/control").write_text("Package: rocm-fleet-test-bad\nVersion: 1.0\nArchitecture: all\n"
-                                         "Maintainer: Test <test@example.org>\nDescription: postinst fails\n")
+    (tree / "DEBIAN/control").write_text(
+        "Package: rocm-fleet-test-bad\nVersion: 1.0\nArchitecture: all\n"
+        "Maintainer: Test <test@example.org>\nDescription: postinst fails\n"
+    )
     (tree / "DEBIAN/postinst").write_text("#!/bin/sh\necho 'postinst fails on purpose'\nexit 1\n")
     (tree / "DEBIAN/postinst").chmod(0o755)
-    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(root / "tmp/bad.deb")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["dpkg-deb", "--root-owner-group", "--build", str(tree), str(root / "tmp/bad.deb")],
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventory(tmp_path):
@@ -88,8 +97,10 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         # No venv in this root: the hook's check says so in one line, and apt succeeds.
         done = sh(root, "apt-get install -y /tmp/ok.deb")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert hook_lines(done) == [f"{HOOK_PREFIX} no check — /opt/rocm-fleet/venv: not a venv (no pyvenv.cfg) — pass "
-                                    "the venv's directory, e.g. /opt/rocm-fleet/venv"]
+        assert hook_lines(done) == [
+            f"{HOOK_PREFIX} no check — /opt/rocm-fleet/venv: not a venv (no pyvenv.cfg) — pass "
+            "the venv's directory, e.g. /opt/rocm-fleet/venv"
+        ]
 
         # dpkg fails: apt's exit status (100) stays what it was, the hook still reports.
         done = sh(root, "apt-get install -y /tmp/bad.deb")
@@ -101,16 +112,19 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         sh(root, f"rm -rf {HOOK_DIR}/verifier")
         done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert hook_lines(done) == [f"{HOOK_PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or "
-                                    "set apt_hook: False)"]
+        assert hook_lines(done) == [
+            f"{HOOK_PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)"
+        ]
 
         # python3 gone: one line, apt's exit status untouched, with dpkg succeeding and failing.
         sh(root, "mv /usr/bin/python3 /usr/bin/python3.away")
         try:
             done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
             assert done.returncode == 0, done.stdout + done.stderr
-            assert hook_lines(done) == [f"{HOOK_PREFIX} not run - /usr/bin/python3 is missing (apt-get install "
-                                        "python3, then run tasks/apt_hook.py again)"]
+            assert hook_lines(done) == [
+                f"{HOOK_PREFIX} not run - /usr/bin/python3 is missing (apt-get install "
+                "python3, then run tasks/apt_hook.py again)"
+            ]
             done = sh(root, "apt-get install -y /tmp/bad.deb")
             assert done.returncode == 100 and len(hook_lines(done)) == 1
             assert sh(root, "dpkg --purge rocm-fleet-test-bad").returncode == 0

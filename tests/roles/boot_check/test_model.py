@@ -36,13 +36,20 @@ def _verify(tmp_path, text: str, *units: str) -> subprocess.CompletedProcess:
     link = tmp_path / "multi-user.target.wants" / UNIT_NAME
     if not link.is_symlink():
         link.symlink_to(f"../{UNIT_NAME}")
-    return subprocess.run(["systemd-analyze", "verify", "--man=no", *units], capture_output=True, text=True,
-                          env=dict(os.environ, SYSTEMD_UNIT_PATH=f"{tmp_path}:"))
+    return subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *units],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, SYSTEMD_UNIT_PATH=f"{tmp_path}:"),
+    )
 
 
 def test_the_unit_verifies_clean_alone_and_in_the_boot_transaction(tmp_path):
-    text = unit_text("/usr/bin/python3", _arguments(torch_label="torch 2.13.0 CPU, stand-in", verify_device="cpu",
-                                                    gpu_required=False), SHA)
+    text = unit_text(
+        "/usr/bin/python3",
+        _arguments(torch_label="torch 2.13.0 CPU, stand-in", verify_device="cpu", gpu_required=False),
+        SHA,
+    )
     for units in ([str(tmp_path / UNIT_NAME)], ["multi-user.target"]):
         done = _verify(tmp_path, text, *units)
         assert (done.returncode, done.stdout + done.stderr) == (0, ""), units
@@ -60,10 +67,26 @@ def test_what_systemd_analyze_would_catch(tmp_path):
 
 def test_the_command_is_the_verification_stages_question_once_per_boot():
     arguments = _arguments(torch_label="torch 2.13.0 CPU, stand-in", rocm_install="skip")
-    assert arguments[:9] == ["boot-check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-                             "--expect-bitsandbytes", "0.50.1", "--device", "auto"]
+    assert arguments[:9] == [
+        "boot-check",
+        "--venv",
+        "/opt/rocm-fleet/venv",
+        "--expect-rocm",
+        "7.2.4",
+        "--expect-bitsandbytes",
+        "0.50.1",
+        "--device",
+        "auto",
+    ]
     assert "--json" not in arguments and "--expect-amd-repo" not in arguments
-    assert arguments[-6:] == ["--timeout", "900", "--driver-wait", "120", "--state-dir", "/var/lib/rocm-fleet/boot-check"]
+    assert arguments[-6:] == [
+        "--timeout",
+        "900",
+        "--driver-wait",
+        "120",
+        "--state-dir",
+        "/var/lib/rocm-fleet/boot-check",
+    ]
     # Root runs the unit; the runtime probe and NF4 — the venv's code — run as its owner, as in the verification.
     owned = _arguments(venv_owner="alice")
     assert owned[owned.index("--probe-user") + 1] == "alice"
@@ -94,5 +117,7 @@ def test_the_unit_runs_nothing_unless_the_verifier_is_the_one_the_deploy_install
     verifier.write_bytes(b"another verifier")
     done = subprocess.run(command, capture_output=True, text=True)
     assert done.returncode == 1
-    assert done.stderr.splitlines() == [f"rocm-fleet boot check: {verifier} is not the verifier the last deploy "
-                                        f"installed (sha256 {installed[:12]}...): deploy again"]
+    assert done.stderr.splitlines() == [
+        f"rocm-fleet boot check: {verifier} is not the verifier the last deploy "
+        f"installed (sha256 {installed[:12]}...): deploy again"
+    ]

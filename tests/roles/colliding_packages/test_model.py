@@ -16,12 +16,22 @@ AMD = {entry.name: entry.amd_component_version for entry in COLLIDING_PACKAGES}
 # Versions the archives really ship (apt-cache on Debian 12/13 here; Ubuntu's from ROCm issues #3656, #6367, #1899,
 # #2378), plus AMD's own of other releases.
 SHIPPED = [
-    ("rocminfo", "5.2.3-2"), ("hipcc", "5.2.3-8"), ("rocm-cmake", "5.4.0-1"), ("rocm-device-libs", "5.2.3-2"),  # 12
-    ("rocminfo", "6.1.2-2"), ("hipcc", "5.7.1-6+deb13u1"), ("rocm-cmake", "6.3.2-1"),  # Debian 13
-    ("rocminfo", "5.7.1-3build1"), ("hipcc", "5.7.1-3"), ("rocm-cmake", "6.0.0-1"),  # Ubuntu 24.04
-    ("rocminfo", "5.0.0-1"), ("rocm-device-libs", "5.0.0-1"), ("rocm-cmake", "5.0.0-1"),  # Ubuntu 22.04
+    ("rocminfo", "5.2.3-2"),
+    ("hipcc", "5.2.3-8"),
+    ("rocm-cmake", "5.4.0-1"),
+    ("rocm-device-libs", "5.2.3-2"),  # 12
+    ("rocminfo", "6.1.2-2"),
+    ("hipcc", "5.7.1-6+deb13u1"),
+    ("rocm-cmake", "6.3.2-1"),  # Debian 13
+    ("rocminfo", "5.7.1-3build1"),
+    ("hipcc", "5.7.1-3"),
+    ("rocm-cmake", "6.0.0-1"),  # Ubuntu 24.04
+    ("rocminfo", "5.0.0-1"),
+    ("rocm-device-libs", "5.0.0-1"),
+    ("rocm-cmake", "5.0.0-1"),  # Ubuntu 22.04
     ("rocminfo", "7.1.1-0ubuntu1"),  # Ubuntu 26.04 (ROCm #3656)
-    ("rocminfo", "1.0.0.60401-83~24.04"), ("hipcc", "1.1.1.70201-81~24.04"),  # AMD's, other releases
+    ("rocminfo", "1.0.0.60401-83~24.04"),
+    ("hipcc", "1.1.1.70201-81~24.04"),  # AMD's, other releases
     ("rocm-cmake", "0.13.0"),  # a hypothetical distro version below AMD's: apt upgrades it, no collision
     ("rocminfo", "1:0.1-1"),  # an epoch wins over everything
 ]
@@ -45,7 +55,11 @@ def test_the_debian_12_set_all_collide():
     # The real test root of test_real_runs.py relies on this.
     installed = {n: InstalledPackage(n, v, "ii ") for n, v in SHIPPED[:4]}
     assert [c.package.name for c in find_collisions(installed, "70204")] == [
-        "rocminfo", "hipcc", "rocm-cmake", "rocm-device-libs"]
+        "rocminfo",
+        "hipcc",
+        "rocm-cmake",
+        "rocm-device-libs",
+    ]
 
 
 def test_only_packages_on_disk_count():

@@ -36,9 +36,12 @@ def test_inner_commands_all_see_it_and_exit_status_is_kept():
 
 
 def test_a_lock_failure_adds_one_line_naming_the_timeout():
-    done = _sh(with_dpkg_lock_timeout(
-        "echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; exit 100",
-        5))
+    done = _sh(
+        with_dpkg_lock_timeout(
+            "echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; exit 100",
+            5,
+        )
+    )
     assert done.returncode == 100
     assert "It is held by process 4242" in done.stdout  # apt's own words are kept
     assert done.stderr.strip() == lock_expired_message(5)
@@ -59,8 +62,10 @@ def test_apt_get_is_non_interactive_and_keeps_changed_config_files():
 
 def _apt_update(lists: Path) -> str:
     # apt-get update on a private, empty lists directory: its lock is the one a concurrent `apt-get update` holds.
-    return (f"apt-get -q update -o Dir::State::Lists={lists} -o Dir::Etc::SourceList=/dev/null "
-            "-o Dir::Etc::SourceParts=/nonexistent")
+    return (
+        f"apt-get -q update -o Dir::State::Lists={lists} -o Dir::Etc::SourceList=/dev/null "
+        "-o Dir::Etc::SourceParts=/nonexistent"
+    )
 
 
 def _hold(lock: Path) -> int:
@@ -108,8 +113,10 @@ def _dpkg_state(directory: Path) -> Path:
 def _apt_install(status: Path, quiet: str) -> str:
     # Installing from a private dpkg state; no cache files written. apt takes the dpkg locks before anything else,
     # and changes nothing when it cannot.
-    return (f"apt-get {quiet} -y -o Dir::State::status={status} -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= "
-            "install --no-download hello")
+    return (
+        f"apt-get {quiet} -y -o Dir::State::status={status} -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= "
+        "install --no-download hello"
+    )
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="apt-get install wants root")
@@ -157,14 +164,22 @@ def test_a_lock_is_recognised_on_a_workstation_whose_apt_speaks_german(tmp_path)
     English (LC_ALL=C.UTF-8, no LANGUAGE), so its lock lines are still recognised."""
     status = _dpkg_state(tmp_path / "dpkg")
     german = dict(os.environ, LANGUAGE="de", LANG="C.UTF-8")
-    probe = subprocess.run(["apt-get", "-qq", "install", "--no-download", "no-such-package-here"],
-                           capture_output=True, text=True, env=german)
+    probe = subprocess.run(
+        ["apt-get", "-qq", "install", "--no-download", "no-such-package-here"],
+        capture_output=True,
+        text=True,
+        env=german,
+    )
     if "Paket" not in probe.stderr:
         pytest.skip(f"apt has no German messages on this machine (it said {probe.stderr.strip()!r})")
     holder = _hold(status.parent / "lock-frontend")
     try:
-        done = subprocess.run(["sh", "-c", with_dpkg_lock_timeout(_apt_install(status, "-qq"), 1)],
-                              capture_output=True, text=True, env=german)
+        done = subprocess.run(
+            ["sh", "-c", with_dpkg_lock_timeout(_apt_install(status, "-qq"), 1)],
+            capture_output=True,
+            text=True,
+            env=german,
+        )
     finally:
         os.close(holder)
     assert done.returncode == 100
@@ -178,8 +193,9 @@ def test_an_interrupted_dpkg_run_adds_one_line_naming_the_fix(tmp_path):
     (the entry's content is what dpkg wrote for a half-configured package; apt only looks for the file)."""
     status = _dpkg_state(tmp_path / "dpkg")
     (status.parent / "updates").mkdir()
-    (status.parent / "updates" / "0004").write_text("Package: rocm-fleet-test\nStatus: install ok half-configured\n"
-                                                    "Architecture: all\nVersion: 1.0\n\n")
+    (status.parent / "updates" / "0004").write_text(
+        "Package: rocm-fleet-test\nStatus: install ok half-configured\nArchitecture: all\nVersion: 1.0\n\n"
+    )
     done = _sh(with_dpkg_lock_timeout(_apt_install(status, "-qq"), 5))
     assert done.returncode == 100
     assert "E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem." in done.stdout

@@ -26,7 +26,10 @@ def test_os_release_matches_python():
     found = run_fact_here(facts.OsReleaseFile)
     expected = platform.freedesktop_os_release()
     assert (found.id, found.version_id, found.codename) == (
-        expected["ID"], expected["VERSION_ID"], expected.get("VERSION_CODENAME", ""))
+        expected["ID"],
+        expected["VERSION_ID"],
+        expected.get("VERSION_CODENAME", ""),
+    )
 
 
 def test_installed_rocm_on_a_host_without_rocm():

@@ -28,4 +28,7 @@ def test_complete_install_needs_tree_core_and_meta_package():
 def test_release_read_from_version_file_else_directory_name():
     found = parse_installation(["tree /opt/rocm-6.4.1 6.4.1-83", "tree /opt/rocm-7.2.4", "tree /opt/rocm-custom"])
     assert [(t.path, t.release) for t in found.trees] == [
-        ("/opt/rocm-6.4.1", "6.4.1"), ("/opt/rocm-7.2.4", "7.2.4"), ("/opt/rocm-custom", "")]
+        ("/opt/rocm-6.4.1", "6.4.1"),
+        ("/opt/rocm-7.2.4", "7.2.4"),
+        ("/opt/rocm-custom", ""),
+    ]

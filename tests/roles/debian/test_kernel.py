@@ -33,7 +33,9 @@ def test_an_ubuntu_cloud_image_whose_meta_package_left_out_modules_extra():
     assert kernels.has_amdgpu("6.8.0-49-generic") and not kernels.has_amdgpu("6.8.0-51-generic")
     # The running kernel has its headers and modules-extra; the next one lacks modules-extra (and apt has it).
     assert kernels.driver_packages_wanted() == ("linux-modules-extra-6.8.0-51-generic",)
-    assert kernels.meta_statement().startswith("linux-virtual does not bring linux-modules-extra: the kernels it brings have no amdgpu.ko")
+    assert kernels.meta_statement().startswith(
+        "linux-virtual does not bring linux-modules-extra: the kernels it brings have no amdgpu.ko"
+    )
 
 
 def test_debian_needs_headers_only_and_a_blacklist_is_found():
@@ -65,8 +67,12 @@ def test_which_kernel_packages_apt_knows_is_what_apt_cache_says_of_each_name(tmp
     fake.write_text(f"#!/bin/sh\necho {release}\n")
     fake.chmod(0o755)
     command = facts.KernelDriver().command()
-    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True,
-                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    done = subprocess.run(
+        ["sh", "-c", command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"},
+    )
     kernels = process_fact(facts.KernelDriver, done.stdout.splitlines())
     assert kernels.running == release
     newest = sorted(p.name.removeprefix("vmlinuz-") for p in Path("/boot").glob("vmlinuz-*"))
@@ -91,8 +97,11 @@ def _apt_has(name: str, run) -> bool:
 
 def _dpkg_installed(names, run) -> set[str]:
     """The names dpkg has installed (status ii or hi), asked of dpkg name by name."""
-    return {name for name in names
-            if run(["dpkg-query", "-W", "-f=${db:Status-Abbrev}", name]).stdout.strip()[:2] in ("ii", "hi")}
+    return {
+        name
+        for name in names
+        if run(["dpkg-query", "-W", "-f=${db:Status-Abbrev}", name]).stdout.strip()[:2] in ("ii", "hi")
+    }
 
 
 # Inside a fleet host: a `uname` saying a release the host's apt has headers for, and an `apt-cache` that notes each
@@ -124,8 +133,9 @@ def test_on_a_fleet_host_apt_is_asked_only_about_what_dpkg_has_not_installed(tmp
             return host.run(argv, check=False)
 
         names = host.run(["apt-cache", "pkgnames", "linux-headers-"]).stdout.split()
-        releases = sorted(n.removeprefix("linux-headers-") for n in names
-                          if re.fullmatch(r"linux-headers-\d[\w.+~-]*-amd64", n))
+        releases = sorted(
+            n.removeprefix("linux-headers-") for n in names if re.fullmatch(r"linux-headers-\d[\w.+~-]*-amd64", n)
+        )
         assert releases, "the fleet host's apt knows no linux-headers-<release>-amd64"
         release = releases[-1]
         for name, text in (("uname", _UNAME.format(release=release)), ("apt-cache", _APT_CACHE)):

@@ -25,7 +25,8 @@ def test_a_group_writable_directory_is_refused_only_when_someone_else_is_in_the_
     shared = PathAccess(1001, (_entry("/"), _entry("/srv"), lab), {1500: frozenset({"alice", "bob"})}, "/srv/lab")
     assert venv_path_problem("/srv/lab/venv", "alice", shared).startswith(
         "venv_path /srv/lab/venv: /srv/lab is writable by group lab (bob) — another account could swap the venv and "
-        "have its code run as alice; use a venv_path whose directories only root and alice can write")
+        "have its code run as alice; use a venv_path whose directories only root and alice can write"
+    )
 
 
 def test_the_owners_directory_is_fine_and_makes_the_owner_create_the_venv():
@@ -75,7 +76,8 @@ def test_venv_path_writable_by_another_account_is_refused(root_dir):
     assert _access(other / "deeper" / "venv") == (
         f"venv_path {other}/deeper/venv: {other} is owned by nobody — another account could swap the venv and have "
         "its code run as root; use a venv_path whose directories only root can write (e.g. /opt/rocm-fleet/venv), "
-        f"or fix {other} (chown root: / chmod go-w)")
+        f"or fix {other} (chown root: / chmod go-w)"
+    )
     shared = root_dir / "shared"
     shared.mkdir()
     shared.chmod(0o1777)

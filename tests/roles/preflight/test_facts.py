@@ -25,8 +25,9 @@ def test_fact_case(fact, name, case):
 def test_gpu_devices_match_sysfs():
     found = run_fact_here(facts.GpuDevices)
     base = Path("/sys/bus/pci/devices")
-    expected = sorted((d.name, (d / "vendor").read_text().strip(), (d / "class").read_text().strip())
-                      for d in base.iterdir())
+    expected = sorted(
+        (d.name, (d / "vendor").read_text().strip(), (d / "class").read_text().strip()) for d in base.iterdir()
+    )
     assert sorted((d.slot, d.vendor, d.pci_class) for d in found.devices) == expected
     assert found.kfd == os.path.exists("/dev/kfd")
 
@@ -45,4 +46,3 @@ def test_existing_users_match_passwd():
     expected = {entry.pw_name for entry in pwd.getpwall()} & set(asked)
     assert run_fact_here(facts.ExistingUsers, users=asked) == expected
     assert run_fact_here(facts.ExistingUsers, users=[]) == frozenset()
-

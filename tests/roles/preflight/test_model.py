@@ -47,8 +47,9 @@ def _host(**changes) -> PreflightInput:
 def test_fit_workstation_summary_names_os_gpus_and_disk():
     verdict = check(_host())
     assert verdict.fit, verdict.problems
-    assert verdict.summary == ("Ubuntu 24.04.2 LTS (noble); 2 AMD GPU(s): 0000:03:00.0 0x744c, 0000:0e:00.0 0x164e; "
-                               "200 GB free on /")
+    assert verdict.summary == (
+        "Ubuntu 24.04.2 LTS (noble); 2 AMD GPU(s): 0000:03:00.0 0x744c, 0000:0e:00.0 0x164e; 200 GB free on /"
+    )
 
 
 def test_amd_audio_functions_and_cpu_bridges_are_not_gpus():
@@ -57,25 +58,32 @@ def test_amd_audio_functions_and_cpu_bridges_are_not_gpus():
     assert [d.slot for d in parse_gpu_inventory(_output("GpuDevices", "instinct_mi300x")).amd_gpus] == ["0000:05:00.0"]
 
 
-SUPPORTED = ("(supported: Ubuntu 24.04 (noble), Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with "
-             "rocm_install: skip): provision a supported OS")
+SUPPORTED = (
+    "(supported: Ubuntu 24.04 (noble), Ubuntu 22.04 (jammy), Debian 12 (bookworm); Debian 13 only with "
+    "rocm_install: skip): provision a supported OS"
+)
 
 
-@pytest.mark.parametrize(("case", "named"), [
-    ("ubuntu_focal", "Ubuntu 20.04.6 LTS (focal)"),
-    ("no_file", "an OS without /etc/os-release"),
-])
+@pytest.mark.parametrize(
+    ("case", "named"),
+    [
+        ("ubuntu_focal", "Ubuntu 20.04.6 LTS (focal)"),
+        ("no_file", "an OS without /etc/os-release"),
+    ],
+)
 def test_unsupported_os_is_one_problem_saying_what_is_supported(case, named):
     verdict = check(_host(os_release=parse_os_release(_output("OsReleaseFile", case))))
     assert verdict.problems == (f"{named} is not supported {SUPPORTED}",)
 
 
 def test_debian_13_needs_rocm_install_skip():
-    trixie = parse_os_release(["ID=debian", 'VERSION_ID="13"', "VERSION_CODENAME=trixie",
-                               'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"'])
+    trixie = parse_os_release(
+        ["ID=debian", 'VERSION_ID="13"', "VERSION_CODENAME=trixie", 'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"']
+    )
     assert check(_host(os_release=trixie)).problems == (
         "Debian GNU/Linux 13 (trixie) (trixie): Debian 13 is for test fleets: every stage but AMD's installer (set "
-        "rocm_install: skip)",)
+        "rocm_install: skip)",
+    )
     assert check(_host(os_release=trixie, rocm_install="skip", rocm_pending=False)).fit
 
 
@@ -86,8 +94,10 @@ def test_debian_12_takes_the_jammy_packages():
 
 def test_no_gpu_and_driver_not_loaded():
     none = check(_host(gpus=parse_gpu_inventory(_output("GpuDevices", "this_machine_no_gpu"))))
-    assert none.problems == ("no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, "
-                             "or set gpu_required: False for a host without a GPU",)
+    assert none.problems == (
+        "no AMD GPU found (no PCI display or accelerator device of vendor 0x1002): install one, "
+        "or set gpu_required: False for a host without a GPU",
+    )
     unloaded = check(_host(gpus=parse_gpu_inventory(_output("GpuDevices", "driver_not_loaded"))))
     assert unloaded.problems[0].startswith("AMD GPU 0000:03:00.0 found but /dev/kfd is missing")
 
@@ -107,7 +117,8 @@ def test_too_little_disk_on_one_filesystem_names_it_and_the_fix():
     free = (FreeSpace("/opt", "/", 40 * GB), FreeSpace("/opt/rocm-fleet/venv", "/", 40 * GB))
     assert check(_host(free=free)).problems == (
         "only 40.0 GB free on /, which will hold ROCm (/opt) and the venv (/opt/rocm-fleet/venv); 50 GB needed: free "
-        "space there, or lower min_free_disk_gb",)
+        "space there, or lower min_free_disk_gb",
+    )
     # Provisioned: ROCm is there, so only the venv's share is needed — the same host passes.
     assert check(_host(free=free, rocm_pending=False, needs=disk_needs(50, False, "/opt/rocm-fleet/venv"))).fit
 
@@ -117,24 +128,32 @@ def test_separate_filesystems_each_need_their_share():
     # 120 GB in all: ROCm's 100 must fit on /opt alone, the venv's 20 on /home.
     assert check(_host(free=free, needs=disk_needs(120, True, "/home/maria/venv"))).problems == (
         "only 90.8 GB free on /opt, which will hold ROCm (/opt); 100 GB needed: free space there, or lower "
-        "min_free_disk_gb",)
+        "min_free_disk_gb",
+    )
     # 110 GB in all would not fit on one filesystem of 90.8 GB, but split over two it does.
     assert check(_host(free=free, needs=disk_needs(110, True, "/home/maria/venv"))).fit
 
 
 def test_missing_accounts():
     verdict = check(_host(existing_users=frozenset({"root"})))
-    assert verdict.problems == ("user(s) maria do not exist (workstation_users / venv_owner): create them, or fix the "
-                                "inventory",)
+    assert verdict.problems == (
+        "user(s) maria do not exist (workstation_users / venv_owner): create them, or fix the inventory",
+    )
 
 
 def test_every_problem_is_reported_at_once():
-    verdict = check(_host(gpus=parse_gpu_inventory([]), existing_users=frozenset(),
-                          free=(FreeSpace("/opt", "/", 1 * GB), FreeSpace("/opt/rocm-fleet/venv", "/", 1 * GB))))
+    verdict = check(
+        _host(
+            gpus=parse_gpu_inventory([]),
+            existing_users=frozenset(),
+            free=(FreeSpace("/opt", "/", 1 * GB), FreeSpace("/opt/rocm-fleet/venv", "/", 1 * GB)),
+        )
+    )
     assert len(verdict.problems) == 3
 
 
 # --- the kernel side and integrated GPUs (issue 11) ------------------------------------------------------------------
+
 
 def _kernel_case(name):
     from roles.debian import facts as debian_facts
@@ -148,18 +167,25 @@ def test_a_blacklisted_amdgpu_stops_a_gpu_host_with_the_file_and_the_fix():
     facts = _host(kernels=_kernel_case("debian12_blacklisted"))
     verdict = check(facts)
     assert not verdict.fit
-    assert ("amdgpu is kept from loading by 'blacklist amdgpu' in /etc/modprobe.d/blacklist-gpu.conf:3: remove it, "
-            "then update-initramfs -u and reboot (AMD's install FAQ)") in verdict.problems
+    assert (
+        "amdgpu is kept from loading by 'blacklist amdgpu' in /etc/modprobe.d/blacklist-gpu.conf:3: remove it, "
+        "then update-initramfs -u and reboot (AMD's install FAQ)"
+    ) in verdict.problems
     assert check(replace(facts, gpu_required=False, gpus=None)).fit  # no GPU required: not a stop
 
 
 def test_a_pending_reboot_into_a_kernel_without_amdgpu_is_a_warning_not_a_stop():
-    verdict = check(_host(kernels=_kernel_case("ubuntu_noble_upgrade_without_modules_extra"),
-                          gpus=parse_gpu_inventory(_output("GpuDevices", "instinct_mi300x"))))
+    verdict = check(
+        _host(
+            kernels=_kernel_case("ubuntu_noble_upgrade_without_modules_extra"),
+            gpus=parse_gpu_inventory(_output("GpuDevices", "instinct_mi300x")),
+        )
+    )
     assert verdict.fit
     assert verdict.warnings == (
         "reboot pending: the next boot runs 6.8.0-51-generic, which has no amdgpu.ko — the GPU is gone after that "
-        "reboot: apt-get install linux-modules-extra-6.8.0-51-generic first (the ROCm stage does where apt has it)",)
+        "reboot: apt-get install linux-modules-extra-6.8.0-51-generic first (the ROCm stage does where apt has it)",
+    )
 
 
 def test_an_apus_igpu_beside_a_discrete_gpu_is_named_with_amds_advice():
@@ -171,4 +197,5 @@ def test_an_apus_igpu_beside_a_discrete_gpu_is_named_with_amds_advice():
         "integrated GPU 0000:0e:00.0 Raphael (gfx1036) beside the discrete GPU(s) 0000:03:00.0 (0x744c): the ROCm "
         "runtime may crash with the iGPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable "
         "the integrated GPU in the BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the "
-        "HIP_VISIBLE_DEVICES value that hides the iGPU",)
+        "HIP_VISIBLE_DEVICES value that hides the iGPU",
+    )

@@ -31,14 +31,25 @@ row = row_for(outcome)
 render_markdown([outcome], title="t", generated_at="now"), render_html([outcome], title="t", generated_at="now")
 print(json.dumps({"verdict": row.verdict, "modules": sorted(sys.modules)}))
 """
-NOT_NEEDED = ("elftools", "verify.ld", "verify.debian", "verify.checks", "verify.commands", "verify.system",
-              "roles.verifier", "roles.uploads", "roles.verification.deploy", "roles.verification.report_history")
+NOT_NEEDED = (
+    "elftools",
+    "verify.ld",
+    "verify.debian",
+    "verify.checks",
+    "verify.commands",
+    "verify.system",
+    "roles.verifier",
+    "roles.uploads",
+    "roles.verification.deploy",
+    "roles.verification.report_history",
+)
 
 
 def test_the_status_task_loads_no_elf_reader_no_dpkg_reader_no_checks_and_no_upload():
     report = report_of("ws1", "pass", at="2026-12-01T17:00:00Z")
-    done = subprocess.run([sys.executable, "-c", RUN, json.dumps(report.to_json())], capture_output=True, text=True,
-                          cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(report.to_json())], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["verdict"] == "PASS"  # the whole way, with the report judged by the one rule

@@ -29,11 +29,18 @@ def run_fact(kept: Path, python3: str | None = None) -> dict:
     machine's, from PATH)."""
     command = KeptResults().command()
     # /var/lib is a tmpfs inside the namespace: nothing is created on this machine's own /var/lib.
-    script = (f"mount -t tmpfs tmpfs /var/lib && mkdir /var/lib/rocm-fleet && "
-              f"mount --bind {shlex.quote(str(kept))} /var/lib/rocm-fleet && {command}")
+    script = (
+        f"mount -t tmpfs tmpfs /var/lib && mkdir /var/lib/rocm-fleet && "
+        f"mount --bind {shlex.quote(str(kept))} /var/lib/rocm-fleet && {command}"
+    )
     env = None if python3 is None else {**os.environ, "PATH": path_with(python3)}
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=60, env=env)
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     return KeptResults().process(done.stdout.splitlines())
 
@@ -62,10 +69,10 @@ def test_each_hosts_python3_answers_what_debians_answers(tmp_path, version):
     kept = tmp_path / "kept"
     (kept / "apt-hook").mkdir(parents=True)
     report = sample()
-    (kept / "last-verify.json").write_text(json.dumps(report.to_json()) + "\u2028 caf\u00e9 \"\\")
+    (kept / "last-verify.json").write_text(json.dumps(report.to_json()) + '\u2028 caf\u00e9 "\\')
     (kept / "apt-hook" / "last.json").write_text(json.dumps(HookResult(report.generated_at, report).to_json()))
     theirs, ours = run_fact(kept, interpreter(version)), run_fact(kept)
-    assert "error" not in theirs and theirs["files"]["verification"]["text"].endswith("\u2028 caf\u00e9 \"\\")
+    assert "error" not in theirs and theirs["files"]["verification"]["text"].endswith('\u2028 caf\u00e9 "\\')
     assert {**theirs, "now": None} == {**ours, "now": None}
 
 
@@ -79,8 +86,7 @@ def test_the_command_is_the_kept_files_reader_itself_run_by_the_systems_bare_pyt
         assert f"('{name}', '{packed}')" in PROGRAM
     python3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     probe = PROGRAM.replace("sys.exit(m.main([]))", "print(sorted(k for k in sys.modules if k.startswith('verify')))")
-    done = subprocess.run([python3, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=60)
+    done = subprocess.run([python3, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.stdout.strip() == "['verify.report.kept_files', 'verify.safe_read']", done.stderr
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     answer = KeptResults().process(done.stdout.splitlines())
@@ -94,14 +100,14 @@ def test_the_program_imports_nothing_reading_does_not_need(tmp_path):
     prints with kept_files.json_text — nor the re and enum that json imports (7 ms of the program's 18 ms)."""
     python3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
     probe = PROGRAM.replace("sys.exit(m.main([]))", "m.main([]); sys.stderr.write(repr(sorted(sys.modules)))")
-    done = subprocess.run([python3, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=60)
+    done = subprocess.run([python3, "-I", "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert set(KeptResults().process(done.stdout.splitlines())["files"]) == {"verification", "apt_hook", "boot_check"}
     loaded = set(ast.literal_eval(done.stderr))
     assert {"verify.report.kept_files", "verify.safe_read"} <= loaded
-    assert loaded.isdisjoint({"socket", "secrets", "base64", "hashlib", "random", "typing", "contextlib", "json", "re",
-                              "enum"})
+    assert loaded.isdisjoint(
+        {"socket", "secrets", "base64", "hashlib", "random", "typing", "contextlib", "json", "re", "enum"}
+    )
 
 
 def test_what_is_not_an_answer_becomes_one_line():

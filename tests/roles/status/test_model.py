@@ -39,34 +39,46 @@ def test_the_row_rests_on_the_verification_as_of_its_age_by_the_hosts_clock(tmp_
     answer = keep(tmp_path, verification=report_of("ws1", "pass", at="2026-12-01T17:00:00Z"))
     outcome = outcome_of("ws1", answer)
     assert outcome.state == VERIFIED and outcome.as_of == "2026-12-01 17:00Z (3 h ago)"
-    assert outcome.sources == ("verification: PASS as of 2026-12-01 17:00Z (3 h ago) — shown",
-                               "apt hook: none kept", "boot check: none kept")
+    assert outcome.sources == (
+        "verification: PASS as of 2026-12-01 17:00Z (3 h ago) — shown",
+        "apt hook: none kept",
+        "boot check: none kept",
+    )
     assert row_for(outcome).verdict == "PASS"
 
 
 def test_a_newer_apt_hook_result_that_fails_fails_the_host_an_older_one_counts_for_nothing(tmp_path):
     verification = report_of("ws1", "pass", at="2026-12-01T17:00:00Z")
-    newer = outcome_of("ws1", keep(tmp_path / "a", verification, hook=("2026-12-01T19:30:00Z",
-                                                                        report_of("ws1", "strays"))))
+    newer = outcome_of(
+        "ws1", keep(tmp_path / "a", verification, hook=("2026-12-01T19:30:00Z", report_of("ws1", "strays")))
+    )
     row = row_for(newer)
     assert row.verdict == "FAIL" and row.reason == f"FAIL strays: {STRAY}"
     assert row.lead.sources == ("apt hook, 2026-12-01 19:30Z (30 min ago)",)
-    older = outcome_of("ws1", keep(tmp_path / "b", verification, hook=("2026-12-01T16:00:00Z",
-                                                                        report_of("ws1", "strays"))))
+    older = outcome_of(
+        "ws1", keep(tmp_path / "b", verification, hook=("2026-12-01T16:00:00Z", report_of("ws1", "strays")))
+    )
     assert row_for(older).verdict == "PASS" and older.later == ()
     assert "apt hook: FAIL as of 2026-12-01 16:00Z (4 h ago) — older than what is shown: not counted" in older.sources
 
 
 def test_a_newer_boot_check_is_what_the_row_rests_on(tmp_path):
-    answer = keep(tmp_path, verification=report_of("ws1", "pass", at="2026-11-30T17:00:00Z"),
-                  boot=("2026-12-01T08:00:00Z", report_of("ws1", "no_rocm", at="2026-12-01T08:00:00Z")))
+    answer = keep(
+        tmp_path,
+        verification=report_of("ws1", "pass", at="2026-11-30T17:00:00Z"),
+        boot=("2026-12-01T08:00:00Z", report_of("ws1", "no_rocm", at="2026-12-01T08:00:00Z")),
+    )
     outcome = outcome_of("ws1", answer)
     assert outcome.as_of == "2026-12-01 08:00Z (12 h ago)" and row_for(outcome).verdict == "FAIL"
-    assert outcome.sources[0] == "verification: PASS as of 2026-11-30 17:00Z (1 d ago) — older than what is shown: " \
-                                 "not counted"
+    assert (
+        outcome.sources[0] == "verification: PASS as of 2026-11-30 17:00Z (1 d ago) — older than what is shown: "
+        "not counted"
+    )
     # Which boot it was: the kernel it ran in and the one before (day2's boot result, read by its own reader).
-    assert outcome.sources[2] == ("boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic): FAIL as of "
-                                  "2026-12-01 08:00Z (12 h ago) — shown")
+    assert outcome.sources[2] == (
+        "boot check in 6.8.0-51-generic (after the reboot from 6.8.0-49-generic): FAIL as of "
+        "2026-12-01 08:00Z (12 h ago) — shown"
+    )
 
 
 def test_no_report_kept_is_not_verified_and_an_unusable_file_says_which_and_why(tmp_path):

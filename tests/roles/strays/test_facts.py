@@ -4,7 +4,6 @@ and output in, fact out). The output is the real verifier's, run on real status 
 from __future__ import annotations
 
 import io
-import json
 import shutil
 import subprocess
 import zipfile
@@ -62,8 +61,11 @@ def test_process_reads_the_real_verifier_output(tmp_path):
     # The archive that would be uploaded, run with Debian's python3 — exactly what the host runs.
     archive = tmp_path / "verify.pyz"
     archive.write_bytes(verifier.verifier_archive())
-    done = subprocess.run(["/usr/bin/python3", "-I", str(archive), "strays", "--json", "--root", str(tmp_path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["/usr/bin/python3", "-I", str(archive), "strays", "--json", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1, done.stderr  # strays found: data, which the fact's `|| [ $? -eq 1 ]` keeps
     assert DistroRocmStrays().process(done.stdout.splitlines()) == find_strays(tmp_path)
 

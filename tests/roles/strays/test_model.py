@@ -51,39 +51,67 @@ def test_debian13_keeps_everything_libucx0_needs(tmp_path):
 # Scenarios installed with real dpkg: (packages, held packages, expected purge set).
 SCENARIOS = {
     "chain with nothing above it": (
-        [{"Package": "librocsparse0", "Source": "rocsparse", "Depends": "libamdhip64-5"},
-         {"Package": "libamdhip64-5", "Source": "rocm-hipamd", "Depends": "libhsa-runtime64-1"},
-         {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime"}],
-        (), {"librocsparse0", "libamdhip64-5", "libhsa-runtime64-1"}),
+        [
+            {"Package": "librocsparse0", "Source": "rocsparse", "Depends": "libamdhip64-5"},
+            {"Package": "libamdhip64-5", "Source": "rocm-hipamd", "Depends": "libhsa-runtime64-1"},
+            {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime"},
+        ],
+        (),
+        {"librocsparse0", "libamdhip64-5", "libhsa-runtime64-1"},
+    ),
     "chain under a real user": (
-        [{"Package": "libucx0", "Depends": "libamdhip64-5"},
-         {"Package": "libamdhip64-5", "Source": "rocm-hipamd", "Depends": "libhsa-runtime64-1"},
-         {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime"},
-         {"Package": "rocminfo", "Depends": "libhsa-runtime64-1"}],
-        (), {"rocminfo"}),
+        [
+            {"Package": "libucx0", "Depends": "libamdhip64-5"},
+            {"Package": "libamdhip64-5", "Source": "rocm-hipamd", "Depends": "libhsa-runtime64-1"},
+            {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime"},
+            {"Package": "rocminfo", "Depends": "libhsa-runtime64-1"},
+        ],
+        (),
+        {"rocminfo"},
+    ),
     # One of the two must stay for `tool`; the plan keeps the first by name and purges the other.
     "alternatives between two strays": (
-        [{"Package": "tool", "Depends": "libhipfft0 | librocfft0"},
-         {"Package": "libhipfft0", "Source": "hipfft"},
-         {"Package": "librocfft0", "Source": "rocfft"}],
-        (), {"librocfft0"}),
+        [
+            {"Package": "tool", "Depends": "libhipfft0 | librocfft0"},
+            {"Package": "libhipfft0", "Source": "hipfft"},
+            {"Package": "librocfft0", "Source": "rocfft"},
+        ],
+        (),
+        {"librocfft0"},
+    ),
     "alternative outside the strays": (
-        [{"Package": "tool", "Depends": "librocm-smi64-1 | smi-shim"},
-         {"Package": "smi-shim"},
-         {"Package": "librocm-smi64-1", "Source": "rocm-smi-lib"}],
-        (), {"librocm-smi64-1"}),
+        [
+            {"Package": "tool", "Depends": "librocm-smi64-1 | smi-shim"},
+            {"Package": "smi-shim"},
+            {"Package": "librocm-smi64-1", "Source": "rocm-smi-lib"},
+        ],
+        (),
+        {"librocm-smi64-1"},
+    ),
     "needed through a virtual package": (
-        [{"Package": "tool", "Depends": "hsa-runtime"},
-         {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime", "Provides": "hsa-runtime"}],
-        (), set()),
+        [
+            {"Package": "tool", "Depends": "hsa-runtime"},
+            {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime", "Provides": "hsa-runtime"},
+        ],
+        (),
+        set(),
+    ),
     "strays needing each other": (
-        [{"Package": "libhsakmt1", "Source": "roct-thunk-interface", "Depends": "libhsa-runtime64-1"},
-         {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime", "Depends": "libhsakmt1"}],
-        (), {"libhsakmt1", "libhsa-runtime64-1"}),
+        [
+            {"Package": "libhsakmt1", "Source": "roct-thunk-interface", "Depends": "libhsa-runtime64-1"},
+            {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime", "Depends": "libhsakmt1"},
+        ],
+        (),
+        {"libhsakmt1", "libhsa-runtime64-1"},
+    ),
     "held stray holds its dependencies": (
-        [{"Package": "librocsparse0", "Source": "rocsparse", "Depends": "libamdhip64-5"},
-         {"Package": "libamdhip64-5", "Source": "rocm-hipamd"}],
-        ("librocsparse0",), set()),
+        [
+            {"Package": "librocsparse0", "Source": "rocsparse", "Depends": "libamdhip64-5"},
+            {"Package": "libamdhip64-5", "Source": "rocm-hipamd"},
+        ],
+        ("librocsparse0",),
+        set(),
+    ),
 }
 
 
@@ -94,8 +122,9 @@ def test_plan_is_exactly_what_dpkg_lets_go(tmp_path, scenario):
     done = scratch.install(*(build_deb(tmp_path, {**ROCM, **control}) for control in packages))
     assert done.returncode == 0, done.stdout + done.stderr
     for name in held:
-        subprocess.run(["dpkg", f"--root={scratch.root}", "--set-selections"], input=f"{name} hold\n", text=True,
-                       check=True)
+        subprocess.run(
+            ["dpkg", f"--root={scratch.root}", "--set-selections"], input=f"{name} hold\n", text=True, check=True
+        )
 
     plan = plan_removal(find_strays(scratch.root))
     assert set(plan.purge) == expected, plan.summary()
@@ -114,7 +143,9 @@ def test_plan_is_exactly_what_dpkg_lets_go(tmp_path, scenario):
 
 
 def test_held_reason_says_how_to_release_it(tmp_path):
-    report = StraysReport("/", "amd64", (Stray("rocminfo", "5.7.1-3", "amd64", "rocminfo", "hold", "installed", False),))
+    report = StraysReport(
+        "/", "amd64", (Stray("rocminfo", "5.7.1-3", "amd64", "rocminfo", "hold", "installed", False),)
+    )
     plan = plan_removal(report)
     assert plan.purge == ()
     assert [kept.line() for kept in plan.kept] == [
@@ -123,8 +154,12 @@ def test_held_reason_says_how_to_release_it(tmp_path):
 
 
 def test_foreign_architecture_strays_are_named_with_their_architecture():
-    report = StraysReport("/", "amd64", (
-        Stray("libhsakmt1", "6.2.4", "i386", "roct-thunk-interface", "install", "installed", True),
-        Stray("libhsakmt1", "6.2.4", "amd64", "roct-thunk-interface", "install", "installed", True),
-    ))
+    report = StraysReport(
+        "/",
+        "amd64",
+        (
+            Stray("libhsakmt1", "6.2.4", "i386", "roct-thunk-interface", "install", "installed", True),
+            Stray("libhsakmt1", "6.2.4", "amd64", "roct-thunk-interface", "install", "installed", True),
+        ),
+    )
     assert plan_removal(report).purge == ("libhsakmt1", "libhsakmt1:i386")

@@ -27,10 +27,10 @@ def test_cases_exist():
 def test_a_stale_verifier_waits_for_the_upload_when_planning_and_fails_the_host_when_it_runs():
     """The fact says "stale" (not this checkout's verifier, see test_facts): while planning, the operation decides
     after the upload; running — after the upload — the file must be ours, so the host fails with one line."""
+    from pyinfra.context import ctx_host, ctx_state
+
     from roles.verifier import stale_line
     from tests.support.operation_cases import OutputHost, render
-
-    from pyinfra.context import ctx_host, ctx_state
 
     for executing, expected in ((False, []), (True, [f"fail: strays: {stale_line()}"])):
         host = OutputHost({"DistroRocmStrays": ['"stale"']})
@@ -38,5 +38,6 @@ def test_a_stale_verifier_waits_for_the_upload_when_planning_and_fails_the_host_
         with ctx_state.use(host.state), ctx_host.use(host):
             commands = [render(command) for command in stray_packages._inner(policy="remove")]
         assert commands == expected
-        assert host.noops == ([] if executing else
-                              ["stray distro ROCm packages: read when this runs, after the verifier is uploaded"])
+        assert host.noops == (
+            [] if executing else ["stray distro ROCm packages: read when this runs, after the verifier is uploaded"]
+        )

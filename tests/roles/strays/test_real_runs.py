@@ -33,8 +33,12 @@ def changed_besides_a_new_verifier(run, root, verifier_before: bytes) -> list[st
 
 
 def installed(root) -> set[str]:
-    done = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\\n"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\\n"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {line.split()[0] for line in done.stdout.splitlines() if line.split()[1].startswith("ii")}
 
 
@@ -80,8 +84,12 @@ def test_debian13_libucx0_keeps_hip_until_it_goes_then_the_chain_is_purged(tmp_p
         assert "libamdhip64-5" in installed(root)
 
         # The workstation's user removes what needed HIP; now nothing does, and the whole chain may go.
-        subprocess.run(["chroot", str(root), "apt-get", "purge", "-y", "-q", "libucx0"], check=True,
-                       capture_output=True, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"})
+        subprocess.run(
+            ["chroot", str(root), "apt-get", "purge", "-y", "-q", "libucx0"],
+            check=True,
+            capture_output=True,
+            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"},
+        )
         uploaded = (root / "var/lib/rocm-fleet/verify.pyz").read_bytes()
         purged = run_pyinfra(root, "tasks/strays.py", {"stray_policy": "remove"})
         assert purged.returncode == 0, purged.explain()

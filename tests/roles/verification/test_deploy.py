@@ -38,8 +38,13 @@ def closed_port() -> int:
 
 
 def inventory_data(venv: Path, reports: Path) -> dict:
-    return {"venv_path": str(venv), "verify_device": "cpu", "gpu_required": False, "torch_label": LABEL,
-            "reports_dir": str(reports)}
+    return {
+        "venv_path": str(venv),
+        "verify_device": "cpu",
+        "gpu_required": False,
+        "torch_label": LABEL,
+        "reports_dir": str(reports),
+    }
 
 
 def write_inventory(path: Path, venv: Path, reports: Path) -> Path:
@@ -78,15 +83,21 @@ def run_isolated(runs: list[list[str]], workdir: Path) -> tuple[list[tuple[int, 
         out = workdir / f"run{index}"
         lines.append(f"{shlex.join(argv)} > {out}.out 2> {out}.err; echo $? > {out}.rc")
     lines.append(f"(cd {scratch}/upper && find . -mindepth 1 | sort) > {workdir}/changed")
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines)],
-                          cwd=checkout, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     scratch.rmdir()  # the tmpfs went away with the namespace
     assert done.returncode == 0, done.stderr
     results = []
     for index in range(len(runs)):
         out = workdir / f"run{index}"
-        results.append((int(Path(f"{out}.rc").read_text()), Path(f"{out}.out").read_text(),
-                        Path(f"{out}.err").read_text()))
+        results.append(
+            (int(Path(f"{out}.rc").read_text()), Path(f"{out}.out").read_text(), Path(f"{out}.err").read_text())
+        )
     return results, (workdir / "changed").read_text().split()
 
 
@@ -118,8 +129,10 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     # The host is failed with the report's one line.
     failed = [line.strip() for line in output.splitlines() if "verification failed —" in line]
     assert len(failed) == 1, output
-    assert "@local: verification failed — linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) " \
-           "not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib" in failed[0]
+    assert (
+        "@local: verification failed — linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) "
+        "not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib" in failed[0]
+    )
     assert "Unexpected error" not in output and "Traceback" not in output
 
     # The report is on the controller, whole; the summary was written although every reachable host failed.
@@ -128,9 +141,15 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert report["request"]["torch_label"] == LABEL
     assert report["request"] == expected_request(settings(**inventory_data(venv, reports)))
     summary = (reports / "summary.md").read_text()
-    assert f"| @local | **FAIL** | linkage.static +" in summary
-    assert f" | {report['host']['os']} | none | 2.13.0+cpu † |" in summary and f"† torch on 1 host @local: {LABEL}" in summary
-    assert "| ws-down | **UNREACHABLE** | — |" in summary and "- **1 host ws-down** — **UNREACHABLE** could not connect" in summary
+    assert "| @local | **FAIL** | linkage.static +" in summary
+    assert (
+        f" | {report['host']['os']} | none | 2.13.0+cpu † |" in summary
+        and f"† torch on 1 host @local: {LABEL}" in summary
+    )
+    assert (
+        "| ws-down | **UNREACHABLE** | — |" in summary
+        and "- **1 host ws-down** — **UNREACHABLE** could not connect" in summary
+    )
     assert (reports / "summary.html").read_text().startswith("<!DOCTYPE html>")
     # Each run's verdicts are kept for the page's history strip: one per host and run (the --dry run adds none).
     history = json.loads((reports / "history.json").read_text())["hosts"]
@@ -141,11 +160,17 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     # roles/uploads.py), its modules' compiled code (verify/bytecode_cache.py) and the report it keeps (no
     # node_exporter directory here, so no metrics file): not elsewhere under /var/lib, not in the venv.
     compiled = [path for path in changed if path.startswith("./rocm-fleet/bytecode/")]
-    assert compiled and all(re.fullmatch(r"\./rocm-fleet/bytecode/(verify|elftools)[.\w]*\.cpython-\d+\.[-0-9a-f]+",
-                                         path) for path in compiled), compiled
+    assert compiled and all(
+        re.fullmatch(r"\./rocm-fleet/bytecode/(verify|elftools)[.\w]*\.cpython-\d+\.[-0-9a-f]+", path)
+        for path in compiled
+    ), compiled
     assert [path for path in changed if path not in compiled] == [
-        "./rocm-fleet", "./rocm-fleet/.rocm-fleet-sha256", "./rocm-fleet/bytecode", "./rocm-fleet/last-verify.json",
-        "./rocm-fleet/verify.pyz"]
+        "./rocm-fleet",
+        "./rocm-fleet/.rocm-fleet-sha256",
+        "./rocm-fleet/bytecode",
+        "./rocm-fleet/last-verify.json",
+        "./rocm-fleet/verify.pyz",
+    ]
     assert tree_state(venv) == before
 
     # Second run: the verifier upload changes nothing (its directory, root's 755 already, is not even planned: read
@@ -157,7 +182,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     operation = None
     for line in (out + err).splitlines():
         if line.startswith("--> Starting operation: "):
-            operation = line[len("--> Starting operation: "):].strip()
+            operation = line[len("--> Starting operation: ") :].strip()
         elif operation and line.strip().startswith("[@local]"):
             outcome.setdefault(operation, line.split("]", 1)[1].strip())
     uploads = {name: result for name, result in outcome.items() if "Upload the verifier" in name}
@@ -178,13 +203,17 @@ def settings(**data):
 
 def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit_status():
     command = remote_command(settings())
-    assert command.startswith('echo rocm-fleet-verify-host="$(uname -n)"; '
-                              + verifier_command(*check_arguments(settings())))
+    assert command.startswith(
+        'echo rocm-fleet-verify-host="$(uname -n)"; ' + verifier_command(*check_arguments(settings()))
+    )
     assert "python3 -I -S /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
     assert command.endswith(f"(exit {STALE_EXIT}); fi; echo rocm-fleet-verify-exit=$?")
     host_line = f"rocm-fleet-verify-host={os.uname().nodename}"
-    done = subprocess.run(["sh", "-c", command.replace("python3 -I ", "false ", 1).replace(
-        "sha256sum --check --status", "true", 1)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["sh", "-c", command.replace("python3 -I ", "false ", 1).replace("sha256sum --check --status", "true", 1)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0
     assert done.stdout.splitlines() == [host_line, "rocm-fleet-verify-exit=1"]
     # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported;

@@ -50,7 +50,9 @@ def test_each_hosts_report_is_judged_once_for_the_history_both_files_and_the_log
     rows = {o.host: row_for(o) for o in outcomes}
     history = json.loads((tmp_path / "history.json").read_text())["hosts"]
     assert {host: entries[-1]["verdict"] for host, entries in history.items()} == {
-        **{host: row.verdict for host, row in rows.items()}, "ws99": NOT_VERIFIED.upper()}
+        **{host: row.verdict for host, row in rows.items()},
+        "ws99": NOT_VERIFIED.upper(),
+    }
     text = markdown.read_text()
     assert text.startswith("# rocm-fleet verification\n\n8 host(s): 3 pass, 3 fail, 1 not verified, 1 unreachable")
     assert "| ws99 | **NOT VERIFIED** |" in text and "verification did not run on this host" in text

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from roles.verification.host_row import VERIFIED, HostOutcome
 from roles.verification.report_history import (
     baseline,
     compare_and_keep,
@@ -22,18 +23,21 @@ from roles.verification.report_history import (
     report_filename,
     save_report,
 )
-from roles.verification.host_row import VERIFIED, HostOutcome
 from roles.verification.summary import render_markdown
 from roles.verification.summary_html import render_html
 from tests.support.drift_images import Workstation, verify_report
 from tests.support.report_samples import sample
 from verify.report.report import Report
 
-RSMI = ("DRIFT worse since {baseline}: librocm_smi64.so.1 now resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 "
-        "from librocm-smi64-1 5.2.3-2 (distro) instead of /opt/rocm-7.2.4/lib")
-NEW_STRAY = ("DRIFT worse since {baseline}: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by "
-             "slurm-wlm-rsmi-plugin, slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer "
-             "could bind to)")
+RSMI = (
+    "DRIFT worse since {baseline}: librocm_smi64.so.1 now resolves to /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 "
+    "from librocm-smi64-1 5.2.3-2 (distro) instead of /opt/rocm-7.2.4/lib"
+)
+NEW_STRAY = (
+    "DRIFT worse since {baseline}: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by "
+    "slurm-wlm-rsmi-plugin, slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer "
+    "could bind to)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +82,10 @@ def test_a_host_that_never_passed_is_compared_with_its_previous_report(reports, 
     assert not last_pass_path(tmp_path, "ws1").exists()
     drift = arrive(tmp_path, reports["passing"])
     assert drift.baseline == f"the previous report ({reports['rsmi'].generated_at})"
-    assert drift_lines(drift)[0].startswith(f"DRIFT better since {drift.baseline}: librocm_smi64.so.1 now resolves to "
-                                            "/opt/rocm-7.2.4/lib/librocm_smi64.so.1")
+    assert drift_lines(drift)[0].startswith(
+        f"DRIFT better since {drift.baseline}: librocm_smi64.so.1 now resolves to "
+        "/opt/rocm-7.2.4/lib/librocm_smi64.so.1"
+    )
 
 
 def test_an_unreadable_last_passing_report_is_logged_and_skipped(reports, tmp_path, caplog):

@@ -79,16 +79,18 @@ def test_markdown_says_findings_then_checks_then_hosts_with_escaped_cells(outcom
     text = render_markdown(outcomes, title="Lab fleet", generated_at="2026-11-29 18:00:00 UTC")
     lines = text.splitlines()
     assert lines[0] == "# Lab fleet"
-    assert lines[2] == "6 host(s): 1 pass, 1 warn, 2 fail, 1 not verified, 1 unreachable — written 2026-11-29 18:00:00 UTC"
+    assert (
+        lines[2] == "6 host(s): 1 pass, 1 warn, 2 fail, 1 not verified, 1 unreachable — written 2026-11-29 18:00:00 UTC"
+    )
     assert [line for line in lines if line.startswith("## ")] == ["## Findings", "## Checks", "## Hosts"]
-    hosts = lines[lines.index("## Hosts"):]
+    hosts = lines[lines.index("## Hosts") :]
     table = [line for line in hosts if line.startswith("|")]
     assert len(table) == 2 + len(outcomes)
     # Every row has exactly the columns of the header: a '|' in a host name is escaped, not a new cell.
     cells = [len(line.replace("\\|", "").split("|")) for line in table]
     assert len(set(cells)) == 1 and "ws\\|2" in text
     assert "| ws5 | **UNREACHABLE** | — |" in text
-    findings = lines[lines.index("## Findings"):lines.index("## Checks")]
+    findings = lines[lines.index("## Findings") : lines.index("## Checks")]
     assert "- **1 host ws5** — **UNREACHABLE** could not connect" in findings
     assert "- **1 host ws6** — **NOT VERIFIED** failed at 'Preflight \\| stop: unsupported OS'" in findings
     assert f"† torch on 1 host ws1: {LABEL}" in text
@@ -130,6 +132,7 @@ def test_html_is_one_self_contained_page(outcomes):
 
 # --- fifty hosts: the same reason once, grouped ---------------------------------------------------------------------
 
+
 def test_a_reason_shared_by_many_hosts_is_written_once_with_the_hosts_folded():
     """Twelve hosts fail for the same long reason: the Markdown says it once, with ws[41-52], not twelve times."""
     text = render_markdown(fleet_of(), title="Lab", generated_at="now")
@@ -144,7 +147,11 @@ def test_a_reason_shared_by_many_hosts_is_written_once_with_the_hosts_folded():
 def test_groups_partition_the_fleet_failures_first_then_the_larger():
     found = groups([row_for(o) for o in fleet_of()])
     assert [(g.verdict, len(g.rows), fold(g.hosts)) for g in found] == [
-        ("FAIL", 12, "ws[41-52]"), ("FAIL", 5, "ws[53-57]"), ("UNREACHABLE", 3, "ws[58-60]"), ("PASS", 40, "ws[01-40]")]
+        ("FAIL", 12, "ws[41-52]"),
+        ("FAIL", 5, "ws[53-57]"),
+        ("UNREACHABLE", 3, "ws[58-60]"),
+        ("PASS", 40, "ws[01-40]"),
+    ]
     assert found[0].text == f"linkage.static: {NO_HIPBLAS}" and found[3].text == "all 18 checks passed"
     assert sum(len(g.rows) for g in found) == 60
 

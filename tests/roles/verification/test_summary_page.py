@@ -18,16 +18,23 @@ from tests.support.fleet_reports import fleet_of
 
 pytestmark = pytest.mark.slow
 
-VISIBLE_HOSTS = "return [...document.querySelectorAll('#hosts-table tbody tr')].filter(r => !r.hidden)" \
-                ".map(r => r.cells[0].textContent)"
+VISIBLE_HOSTS = (
+    "return [...document.querySelectorAll('#hosts-table tbody tr')].filter(r => !r.hidden)"
+    ".map(r => r.cells[0].textContent)"
+)
 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     outcomes = fleet_of(pass_=40, no_rocm=12, strays=5, unreachable=3)
     # ws41 failed its last two runs after three passes: its strip shows that.
-    history = (("PASS", "2026-11-27T17:00:00Z"), ("PASS", "2026-11-28T17:00:00Z"), ("PASS", "2026-11-29T17:00:00Z"),
-               ("FAIL", "2026-11-30T17:00:00Z"), ("FAIL", "2026-12-01T17:00:00Z"))
+    history = (
+        ("PASS", "2026-11-27T17:00:00Z"),
+        ("PASS", "2026-11-28T17:00:00Z"),
+        ("PASS", "2026-11-29T17:00:00Z"),
+        ("FAIL", "2026-11-30T17:00:00Z"),
+        ("FAIL", "2026-12-01T17:00:00Z"),
+    )
     outcomes = [replace(o, history=history) if o.host == "ws41" else o for o in outcomes]
     directory = tmp_path_factory.mktemp("page")
     path = directory / "summary.html"
@@ -39,18 +46,25 @@ def page(tmp_path_factory):
 
 def test_four_groups_come_first_with_their_hosts_folded(page):
     browser, directory = page
-    groups = browser.script("return [...document.querySelectorAll('#findings .group')].map(g => [g.querySelector("
-                            "'.count').textContent, g.querySelector('.badge').textContent, g.querySelector('.hosts')"
-                            ".textContent, g.querySelector('.line').textContent])")
-    assert [g[:3] for g in groups] == [["12 hosts", "FAIL", "ws[41-52]"], ["5 hosts", "FAIL", "ws[53-57]"],
-                                       ["3 hosts", "UNREACHABLE", "ws[58-60]"], ["40 hosts", "PASS", "ws[01-40]"]]
+    groups = browser.script(
+        "return [...document.querySelectorAll('#findings .group')].map(g => [g.querySelector("
+        "'.count').textContent, g.querySelector('.badge').textContent, g.querySelector('.hosts')"
+        ".textContent, g.querySelector('.line').textContent])"
+    )
+    assert [g[:3] for g in groups] == [
+        ["12 hosts", "FAIL", "ws[41-52]"],
+        ["5 hosts", "FAIL", "ws[53-57]"],
+        ["3 hosts", "UNREACHABLE", "ws[58-60]"],
+        ["40 hosts", "PASS", "ws[01-40]"],
+    ]
     assert groups[0][3].startswith("linkage.static: libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found")
     assert groups[1][3].startswith("strays: 1 distro ROCm package(s): libamdhip64-5")
     # The findings are above the checks' counts, which are above the hosts' table.
     order = browser.script("return [...document.querySelectorAll('section')].map(s => s.id)")
     assert order == ["findings", "checks", "hosts"]
     assert browser.script("return document.querySelector('header p.meta').textContent").startswith(
-        "60 host(s): 40 pass, 17 fail, 3 unreachable")
+        "60 host(s): 40 pass, 17 fail, 3 unreachable"
+    )
     browser.screenshot(directory / "summary.png")
 
 
@@ -87,13 +101,15 @@ def test_a_groups_button_shows_its_hosts(page):
 def test_a_click_on_a_header_sorts_the_table(page):
     browser, _ = page
     browser.click("#hosts-table th:nth-child(2)")  # Verdict: failures first (by severity, not alphabetically)
-    verdicts = browser.script("return [...document.querySelectorAll('#hosts-table tbody tr')].map(r => "
-                              "r.cells[1].textContent)")
+    verdicts = browser.script(
+        "return [...document.querySelectorAll('#hosts-table tbody tr')].map(r => r.cells[1].textContent)"
+    )
     assert verdicts == ["FAIL"] * 17 + ["UNREACHABLE"] * 3 + ["PASS"] * 40
     browser.click("#hosts-table th:nth-child(1)")  # Host, ascending
     browser.click("#hosts-table th:nth-child(1)")  # and descending
-    hosts = browser.script("return [...document.querySelectorAll('#hosts-table tbody tr')].map(r => "
-                           "r.cells[0].textContent)")
+    hosts = browser.script(
+        "return [...document.querySelectorAll('#hosts-table tbody tr')].map(r => r.cells[0].textContent)"
+    )
     assert hosts == [f"ws{n:02d}" for n in range(60, 0, -1)]
 
 
@@ -102,17 +118,27 @@ def test_each_hosts_details_are_collapsed_and_open_on_a_click(page):
     state = browser.script("return [...document.querySelectorAll('#hosts-table tbody details')].map(d => d.open)")
     assert state == [False] * 60
     row = "#hosts-table tbody tr:has(td.host:first-child)"
-    browser.script("document.getElementById('filter').value = 'ws41';"
-                   "document.getElementById('filter').dispatchEvent(new Event('input'))")
+    browser.script(
+        "document.getElementById('filter').value = 'ws41';"
+        "document.getElementById('filter').dispatchEvent(new Event('input'))"
+    )
     browser.click(f"{row}:not([hidden]) details summary")
-    text = browser.script("return [...document.querySelectorAll('#hosts-table tbody tr')].find(r => !r.hidden)"
-                          ".querySelector('details').innerText")
+    text = browser.script(
+        "return [...document.querySelectorAll('#hosts-table tbody tr')].find(r => !r.hidden)"
+        ".querySelector('details').innerText"
+    )
     assert "FAIL linkage.static: libhipblas.so.3" in text and "FAIL versions.rocm: no system ROCm" in text
-    strip = browser.script("return [...[...document.querySelectorAll('#hosts-table tbody tr')].find(r => !r.hidden)"
-                           ".querySelectorAll('.strip i')].map(i => i.className + ' ' + i.title)")
-    assert strip == ["h PASS 2026-11-27T17:00:00Z: PASS", "h PASS 2026-11-28T17:00:00Z: PASS",
-                     "h PASS 2026-11-29T17:00:00Z: PASS", "h FAIL 2026-11-30T17:00:00Z: FAIL",
-                     "h FAIL 2026-12-01T17:00:00Z: FAIL"]
+    strip = browser.script(
+        "return [...[...document.querySelectorAll('#hosts-table tbody tr')].find(r => !r.hidden)"
+        ".querySelectorAll('.strip i')].map(i => i.className + ' ' + i.title)"
+    )
+    assert strip == [
+        "h PASS 2026-11-27T17:00:00Z: PASS",
+        "h PASS 2026-11-28T17:00:00Z: PASS",
+        "h PASS 2026-11-29T17:00:00Z: PASS",
+        "h FAIL 2026-11-30T17:00:00Z: FAIL",
+        "h FAIL 2026-12-01T17:00:00Z: FAIL",
+    ]
 
 
 def test_printed_the_filter_is_hidden_and_every_details_opens(page):

@@ -10,8 +10,9 @@ from roles.verification.verdict_history import FILE_NAME, KEEP, VerdictHistory
 
 def test_each_run_adds_one_entry_per_host_and_the_oldest_go(tmp_path):
     for run in range(KEEP + 3):
-        VerdictHistory(tmp_path).record(f"run{run}", {"ws1": ("PASS" if run % 2 else "FAIL", f"t{run}"),
-                                                      "ws2": ("UNREACHABLE", f"t{run}")})
+        VerdictHistory(tmp_path).record(
+            f"run{run}", {"ws1": ("PASS" if run % 2 else "FAIL", f"t{run}"), "ws2": ("UNREACHABLE", f"t{run}")}
+        )
     history = VerdictHistory(tmp_path)
     assert len(history.of("ws1")) == KEEP
     assert history.of("ws1")[0] == ("PASS", "t3") and history.of("ws1")[-1] == ("FAIL", f"t{KEEP + 2}")
@@ -31,6 +32,13 @@ def test_a_file_it_cannot_read_starts_again_with_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.verdict_history"):
         history = VerdictHistory(tmp_path)
     assert history.of("ws1") == () and "cannot be read" in caplog.text
-    (tmp_path / FILE_NAME).write_text(json.dumps({"kind": "rocm-fleet.verdict-history", "version": 1,
-                                                  "hosts": {"ws1": [{"verdict": 3}, {"verdict": "PASS", "at": "t"}]}}))
+    (tmp_path / FILE_NAME).write_text(
+        json.dumps(
+            {
+                "kind": "rocm-fleet.verdict-history",
+                "version": 1,
+                "hosts": {"ws1": [{"verdict": 3}, {"verdict": "PASS", "at": "t"}]},
+            }
+        )
+    )
     assert VerdictHistory(tmp_path).of("ws1") == (("PASS", "t"),)  # entries of another shape are left out

@@ -6,7 +6,6 @@ and a PyPI amdsmi in the venv."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,9 @@ def _check(report, check_id):
 @pytest.fixture
 def image(tmp_path):
     image = StandinImage(tmp_path / "image")
-    image.torch(bundled_sonames="bare")  # torch's copies named libhipblas.so …: bitsandbytes' libhipblas.so.3 is searched
+    image.torch(
+        bundled_sonames="bare"
+    )  # torch's copies named libhipblas.so …: bitsandbytes' libhipblas.so.3 is searched
     image.bitsandbytes()
     image.system_rocm()
     return image
@@ -45,9 +46,12 @@ def test_ld_library_path_in_etc_environment_that_moves_bitsandbytes_hipblas_to_a
     assert check["status"] == "fail" and code == 1
     assert check["reason"].startswith(
         "LD_LIBRARY_PATH=/opt/rocm-6.4.1/lib (/etc/environment:2) breaks the process: libhipblas.so.3 resolves to "
-        "/opt/rocm-6.4.1/lib/libhipblas.so.3")
-    assert "libhipblas.so.3 → /opt/rocm-6.4.1/lib/libhipblas.so.3 (was /opt/rocm-7.2.4/lib/libhipblas.so.3)" \
+        "/opt/rocm-6.4.1/lib/libhipblas.so.3"
+    )
+    assert (
+        "libhipblas.so.3 → /opt/rocm-6.4.1/lib/libhipblas.so.3 (was /opt/rocm-7.2.4/lib/libhipblas.so.3)"
         in check["reason"]
+    )
     assert check["reason"].endswith("— remove that line (torch's libraries and /opt/rocm-7.2.4 are found without it)")
     # The clean check still passes: it is the login's environment that breaks the process.
     assert _check(report, "linkage.static")["status"] != "fail"  # (a warning: torch's bare-named HIP beside ROCm's)
@@ -62,14 +66,18 @@ def test_a_binding_that_moves_without_breaking_anything_is_a_warning(image):
     extra = image.path("/usr/local/lib/extra")
     extra.mkdir(parents=True)
     shutil.copy2(image.path("/lib/x86_64-linux-gnu/libc.so.6"), extra / "libc.so.6")
-    image.write(f"/opt/rocm-fleet/venv/bin/activate", 'VIRTUAL_ENV="/opt/rocm-fleet/venv"\nexport VIRTUAL_ENV\n'
-                                                     'export LD_LIBRARY_PATH="/usr/local/lib/extra:$LD_LIBRARY_PATH"\n')
+    image.write(
+        "/opt/rocm-fleet/venv/bin/activate",
+        'VIRTUAL_ENV="/opt/rocm-fleet/venv"\nexport VIRTUAL_ENV\n'
+        'export LD_LIBRARY_PATH="/usr/local/lib/extra:$LD_LIBRARY_PATH"\n',
+    )
     report, _ = run_check_root(image.root)
     check = _check(report, "environment.loader")
     assert check["status"] == "warn"
     assert check["reason"].startswith(
         "LD_LIBRARY_PATH=/usr/local/lib/extra: (/opt/rocm-fleet/venv/bin/activate:3) moves libc.so.6 → "
-        "/usr/local/lib/extra/libc.so.6 (was /lib/x86_64-linux-gnu/libc.so.6)")
+        "/usr/local/lib/extra/libc.so.6 (was /lib/x86_64-linux-gnu/libc.so.6)"
+    )
 
 
 def test_bnb_rocm_version_against_torchs_hip(image):
@@ -80,7 +88,8 @@ def test_bnb_rocm_version_against_torchs_hip(image):
     assert check["reason"] == (
         "BNB_ROCM_VERSION=71 (/etc/profile.d/bnb.sh:1) makes bitsandbytes load libbitsandbytes_rocm71.so, with no "
         "fallback, but torch's HIP 7.2.53211-standin needs libbitsandbytes_rocm72.so — remove that line (bitsandbytes "
-        "picks the right build by itself)")
+        "picks the right build by itself)"
+    )
     image.write("/etc/profile.d/bnb.sh", "export BNB_ROCM_VERSION=72\n")
     report, _ = run_check_root(image.root)
     assert _check(report, "environment.bnb_rocm_version")["status"] == "pass"

@@ -92,7 +92,10 @@ def test_a_provisioned_image_passes_everything_static(image):
     assert [c["status"] for c in report["checks"]] == ["pass"] * 8 + ["skip"] * 3, report["checks"]
     # An image runs no kernel and boots none (kernel.*: skip); its environment files set nothing (environment.*).
     assert [c["id"] for c in report["checks"] if c["status"] == "skip"] == [
-        "kernel.driver", "kernel.next_boot", "kernel.packages"]
+        "kernel.driver",
+        "kernel.next_boot",
+        "kernel.packages",
+    ]
     assert code == 0 and report["request"]["static_only"] is True
     assert report["facts"]["rocm"] == "7.2.4-93"
 

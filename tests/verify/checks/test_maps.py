@@ -23,8 +23,11 @@ from verify.stack.torch_loads import torch_import_dlopens
 
 
 def places_for(venv: Path, tmp: Path) -> Places:
-    return Places(torch_lib=os.path.realpath(site_packages(venv) / "torch" / "lib"),
-                  rocm_dir=str(tmp / "opt-rocm-7.2.4"), release="7.2.4")
+    return Places(
+        torch_lib=os.path.realpath(site_packages(venv) / "torch" / "lib"),
+        rocm_dir=str(tmp / "opt-rocm-7.2.4"),
+        release="7.2.4",
+    )
 
 
 @pytest.mark.slow
@@ -35,7 +38,10 @@ def test_the_prediction_matches_what_the_real_process_mapped():
     assert maps["evidence"]["predicted_not_mapped"] == []
     assert maps["evidence"]["predicted"] >= 15
     assert [Path(p).name for p in maps["evidence"]["dlopens"]] == [
-        "libtorch_global_deps.so", "_C.cpython-311-x86_64-linux-gnu.so", "libbitsandbytes_cpu.so"]
+        "libtorch_global_deps.so",
+        "_C.cpython-311-x86_64-linux-gnu.so",
+        "libbitsandbytes_cpu.so",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +76,9 @@ def test_a_process_that_loaded_another_file_than_predicted_is_a_failure(probe_wi
 
 
 @pytest.mark.slow
-def test_unpredicted_rocm_libraries_warn_from_allowed_places_and_fail_from_elsewhere(probe_with_other_libgomp, tmp_path):
+def test_unpredicted_rocm_libraries_warn_from_allowed_places_and_fail_from_elsewhere(
+    probe_with_other_libgomp, tmp_path
+):
     venv, other, probe = probe_with_other_libgomp
     dlopens = [str(p) for p in torch_import_dlopens(site_packages(venv), "311").dlopens]
     dlopens.append(probe["bitsandbytes"]["library_file"])

@@ -59,8 +59,9 @@ def planted():
     def make(standin: str, **environ: str) -> Path:
         key = (standin, tuple(sorted(environ.items())))
         if key not in made:
-            made[key] = planted_venv(parent / f"venv{len(made)}", STANDINS / standin / "sitecustomize.py",
-                                     dict(environ, OMP_NUM_THREADS="1"))
+            made[key] = planted_venv(
+                parent / f"venv{len(made)}", STANDINS / standin / "sitecustomize.py", dict(environ, OMP_NUM_THREADS="1")
+            )
         return made[key]
 
     yield make
@@ -147,8 +148,9 @@ def test_the_dequantizing_path_itself_passes_with_the_real_dequantizer(planted):
 
 @pytest.mark.slow
 def test_the_probe_stops_at_its_time_limit_reports_and_removes_its_directory():
-    run = run_script(_python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"], env=_env(),
-                     account=OWNER)
+    run = run_script(
+        _python(), probe_source(), [*probe_arguments("cpu"), "--time-limit", "1"], env=_env(), account=OWNER
+    )
     assert run.data is not None, run.error
     # Where the alarm strikes (an import, a load) is up to the machine; the report names it as the cause either way.
     assert run.data["errors"]["probe"].startswith("TimeLimitReached: the probe's time limit of 1 s ran out")
@@ -188,8 +190,12 @@ def checkpoints():
         made = {}
         for name, kind in (("safetensors", "safetensors"), ("private", "safetensors"), ("pickle", "pickle")):
             made[name] = parent / name
-            subprocess.run([str(_python()), "-c", SAVE_CHECKPOINT, str(made[name]), kind], check=True,
-                           capture_output=True, env=_env(OMP_NUM_THREADS="1"))
+            subprocess.run(
+                [str(_python()), "-c", SAVE_CHECKPOINT, str(made[name]), kind],
+                check=True,
+                capture_output=True,
+                env=_env(OMP_NUM_THREADS="1"),
+            )
             if name != "private":
                 for path in made[name].iterdir():
                     path.chmod(0o644)
@@ -220,8 +226,9 @@ def test_a_pickle_checkpoint_is_not_loaded(checkpoints):
     want = ModelExpectations(str(checkpoints["pickle"]), "cpu")
     check = _only(judge_model(_run(want), want), "model")
     assert check.status == FAIL
-    assert ("has no .safetensors weights: a pickle checkpoint (pytorch_model.bin) is code and is not loaded"
-            in check.reason)
+    assert (
+        "has no .safetensors weights: a pickle checkpoint (pytorch_model.bin) is code and is not loaded" in check.reason
+    )
 
 
 @pytest.mark.slow
@@ -229,8 +236,10 @@ def test_a_checkpoint_the_venv_owner_cannot_read_is_named_with_the_fix(checkpoin
     want = ModelExpectations(str(checkpoints["private"]), "cpu")
     check = _only(judge_model(_run(want), want), "model")
     assert check.status == FAIL
-    assert check.reason == (f"model check not run: probe: PermissionError: {checkpoints['private']}: model.safetensors "
-                            "not readable by nobody — make the checkpoint readable by the venv's owner")
+    assert check.reason == (
+        f"model check not run: probe: PermissionError: {checkpoints['private']}: model.safetensors "
+        "not readable by nobody — make the checkpoint readable by the venv's owner"
+    )
 
 
 # --- the GPU path, through a mocked device boundary ---------------------------------------------------------------
@@ -272,7 +281,11 @@ sys.exit(probe["main"](sys.argv[2:], device_factory=lambda torch, mode, gpus: [M
 def _mocked_gpu_run(total_memory: int, want: ModelExpectations) -> ProbeRun:
     done = subprocess.run(
         [str(_python()), "-B", "-c", MOCKED_GPU_DRIVER, str(total_memory), *probe_arguments("auto", want.source)],
-        input=probe_source(), capture_output=True, text=True, env=_env(OMP_NUM_THREADS="1"), cwd="/",
+        input=probe_source(),
+        capture_output=True,
+        text=True,
+        env=_env(OMP_NUM_THREADS="1"),
+        cwd="/",
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines, done.stderr[-3000:]
@@ -311,6 +324,7 @@ def test_checkpoint_too_big_for_fp16_on_a_gpu_through_a_mocked_gpu_boundary(chec
 
 # --- never as root ------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is the verifier's, running as root")
 @pytest.mark.parametrize("account", [None, ProbeAccount.of(pwd.getpwnam("root"))], ids=["own account", "root"])
 def test_the_venv_python_is_never_run_as_root(account, tmp_path):
@@ -320,21 +334,32 @@ def test_the_venv_python_is_never_run_as_root(account, tmp_path):
     fake_python.chmod(0o755)
     run = run_model_probe(fake_python, SYNTHETIC_CPU, account=account)
     assert run.data is None and not marker.exists()
-    assert run.error == ("refused: the venv's owner is root, and the model check runs Transformers, which reads model "
-                         "files, only as an unprivileged account — set venv_owner to the account that owns the venv "
-                         "(by hand: --probe-user), or verify_model: 'off'")
+    assert run.error == (
+        "refused: the venv's owner is root, and the model check runs Transformers, which reads model "
+        "files, only as an unprivileged account — set venv_owner to the account that owns the venv "
+        "(by hand: --probe-user), or verify_model: 'off'"
+    )
     check = _only(judge_model(run, SYNTHETIC_CPU), "model")
     assert check.status == FAIL and check.reason == f"model probe failed: {run.error}"
 
 
 # --- in the registry: after NF4, where it passed, as the probe's account ------------------------------------------
 
+
 @pytest.mark.slow
 def test_verify_check_runs_the_model_check_after_nf4_on_the_cpu_as_the_owner_and_says_it_is_not_a_gpu_pass():
     """The real verifier (`verify check --device cpu --model synthetic --probe-user nobody`) on the real venv: the
     model check comes after NF4 passed on the CPU, runs as nobody, and the report (schema 3) carries it."""
-    report, done = run_check(transformers_venv(), "--device", "cpu", "--model", "synthetic", "--probe-user", "nobody",
-                             env={"OMP_NUM_THREADS": "1"})
+    report, done = run_check(
+        transformers_venv(),
+        "--device",
+        "cpu",
+        "--model",
+        "synthetic",
+        "--probe-user",
+        "nobody",
+        env={"OMP_NUM_THREADS": "1"},
+    )
     assert report is not None, done.stderr
     jsonschema.validate(report, load_schema())
     ids = [c["id"] for c in report["checks"]]
@@ -370,8 +395,12 @@ def test_only_the_gpus_nf4_passed_on_are_asked_through_a_mocked_gpu_boundary(mon
         return ProbeRun(None, -1, (), "no GPU here")
 
     monkeypatch.setattr(model, "run_model_probe", probe_without_a_gpu)
-    host = _host("nobody", [_nf4("cuda:0", PASS), _nf4("cuda:1", FAIL), _nf4("cuda:2", PASS)], model="synthetic",
-                 model_timeout=120.0)
+    host = _host(
+        "nobody",
+        [_nf4("cuda:0", PASS), _nf4("cuda:1", FAIL), _nf4("cuda:2", PASS)],
+        model="synthetic",
+        model_timeout=120.0,
+    )
     results = model.run(host)
     assert asked == [(ModelExpectations("synthetic", "auto", (0, 2)), "nobody", 120.0)]
     assert probe_arguments("auto", "synthetic", (0, 2))[:4] == ["--device", "auto", "--gpu=0", "--gpu=2"]
@@ -385,6 +414,8 @@ def test_a_venv_owner_that_is_root_is_refused_with_one_line_and_the_fix(monkeypa
     monkeypatch.setattr(model, "run_script", lambda *args, **kwargs: pytest.fail("the venv's python was started"))
     (check,) = model.run(_host("root", [_nf4("cpu", PASS)], model="synthetic"))
     assert (check.id, check.status) == ("model", WARN)
-    assert check.reason == ("model check refused: the venv's owner is root, and the model check runs Transformers, "
-                            "which reads model files, only as an unprivileged account — set venv_owner to the account "
-                            "that owns the venv (by hand: --probe-user), or verify_model: 'off'")
+    assert check.reason == (
+        "model check refused: the venv's owner is root, and the model check runs Transformers, "
+        "which reads model files, only as an unprivileged account — set venv_owner to the account "
+        "that owns the venv (by hand: --probe-user), or verify_model: 'off'"
+    )

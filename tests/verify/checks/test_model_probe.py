@@ -31,14 +31,25 @@ sys.exit(probe["main"](["--time-limit", "0.2"]))
 """
 
 
-@pytest.mark.parametrize(("how", "reported"), [
-    ("converts", "TimeLimitReached: the probe's time limit of 0.2 s ran out (then RuntimeError: a library turned it "
-                 "into this)"),
-    ("swallows", "TimeLimitReached: the probe's time limit of 0.2 s ran out"),
-])
+@pytest.mark.parametrize(
+    ("how", "reported"),
+    [
+        (
+            "converts",
+            "TimeLimitReached: the probe's time limit of 0.2 s ran out (then RuntimeError: a library turned it "
+            "into this)",
+        ),
+        ("swallows", "TimeLimitReached: the probe's time limit of 0.2 s ran out"),
+    ],
+)
 def test_the_time_limit_is_named_even_when_a_library_catches_its_exception(how, reported):
-    done = subprocess.run(["/usr/bin/python3", "-B", "-c", DRIVER, how], input=PROBE.read_text(), capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        ["/usr/bin/python3", "-B", "-c", DRIVER, how],
+        input=PROBE.read_text(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     report = json.loads(done.stdout)
     assert report["errors"]["probe"] == reported
     assert not Path(report["workdir"]).exists()

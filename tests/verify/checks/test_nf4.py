@@ -22,12 +22,19 @@ def test_a_real_measurement_is_within_every_bound():
 
 def test_bitsandbytes_upper_bounds_are_exclusive():
     ok, problems = judge_nf4(dict(MEASURED, roundtrip_mean_abs_error=0.0733))
-    assert not ok and problems == ["round-trip mean |err| 0.0733 ≥ 0.0733 (bitsandbytes' test_4bit_quant bound): the 4-bit kernels are wrong"]
+    assert not ok and problems == [
+        "round-trip mean |err| 0.0733 ≥ 0.0733 (bitsandbytes' test_4bit_quant bound): the 4-bit kernels are wrong"
+    ]
 
 
 def test_a_no_op_quantizer_is_caught_by_every_lower_bound():
-    no_op = dict(MEASURED, roundtrip_mean_abs_error=0.0, roundtrip_mean_rel_error=0.0, matmul_mean_abs_error=0.0,
-                 linear4bit_cosine=1.0)
+    no_op = dict(
+        MEASURED,
+        roundtrip_mean_abs_error=0.0,
+        roundtrip_mean_rel_error=0.0,
+        matmul_mean_abs_error=0.0,
+        linear4bit_cosine=1.0,
+    )
     ok, problems = judge_nf4(no_op)
     assert not ok and len(problems) == len(BOUNDS)
     assert all("did nothing" in p or "never quantized" in p for p in problems)
@@ -38,6 +45,10 @@ def test_nan_missing_values_and_raised_steps_are_failures():
     assert not ok and "NaN" in problems[0]
     ok, problems = judge_nf4({"errors": {}})
     assert not ok and len(problems) == len(BOUNDS) and all("not measured" in p for p in problems)
-    ok, problems = judge_nf4({"errors": {"matmul_4bit": "RuntimeError: HIP error: invalid device function"},
-                              **{k: v for k, v in MEASURED.items() if k not in ("matmul_mean_abs_error", "errors")}})
+    ok, problems = judge_nf4(
+        {
+            "errors": {"matmul_4bit": "RuntimeError: HIP error: invalid device function"},
+            **{k: v for k, v in MEASURED.items() if k not in ("matmul_mean_abs_error", "errors")},
+        }
+    )
     assert not ok and problems == ["matmul_4bit raised: RuntimeError: HIP error: invalid device function"]

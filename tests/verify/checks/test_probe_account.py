@@ -14,20 +14,42 @@ from verify.checks.probe_account import ProbeAccount, ProbeAccountError, probe_a
 
 
 def test_probe_account_errors_are_one_line_usage_errors(tmp_path):
-    with pytest.raises(ProbeAccountError, match=r"^--probe-user: account 'no-such-user' does not exist — pass the "
-                                                r"venv's owner \(venv_owner\)$"):
+    with pytest.raises(
+        ProbeAccountError,
+        match=r"^--probe-user: account 'no-such-user' does not exist — pass the "
+        r"venv's owner \(venv_owner\)$",
+    ):
         probe_account("no-such-user", tmp_path)
     assert probe_account(None, tmp_path).uid == os.geteuid()  # tmp_path is this process's
 
 
 def test_the_owners_environment_keeps_what_selects_gpus_and_libraries_only():
     account = ProbeAccount("alice", 1001, 1001, (44, 109, 1001), "/home/alice", "/bin/bash")
-    env = account.environment({"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/x",
-                               "BNB_ROCM_VERSION": "72", "HOME": "/root", "PATH": "/root/bin:/usr/bin",
-                               "PYTHONPATH": "/root/lib", "SUDO_USER": "admin", "LANG": "C.UTF-8"})
-    assert env == {"HIP_VISIBLE_DEVICES": "1", "ROCR_VISIBLE_DEVICES": "0", "LD_LIBRARY_PATH": "/x",
-                   "BNB_ROCM_VERSION": "72", "LANG": "C.UTF-8", "HOME": "/home/alice", "USER": "alice",
-                   "LOGNAME": "alice", "SHELL": "/bin/bash", "PATH": "/usr/local/bin:/usr/bin:/bin"}
+    env = account.environment(
+        {
+            "HIP_VISIBLE_DEVICES": "1",
+            "ROCR_VISIBLE_DEVICES": "0",
+            "LD_LIBRARY_PATH": "/x",
+            "BNB_ROCM_VERSION": "72",
+            "HOME": "/root",
+            "PATH": "/root/bin:/usr/bin",
+            "PYTHONPATH": "/root/lib",
+            "SUDO_USER": "admin",
+            "LANG": "C.UTF-8",
+        }
+    )
+    assert env == {
+        "HIP_VISIBLE_DEVICES": "1",
+        "ROCR_VISIBLE_DEVICES": "0",
+        "LD_LIBRARY_PATH": "/x",
+        "BNB_ROCM_VERSION": "72",
+        "LANG": "C.UTF-8",
+        "HOME": "/home/alice",
+        "USER": "alice",
+        "LOGNAME": "alice",
+        "SHELL": "/bin/bash",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+    }
 
 
 # root_probe_refusal: the walk that decides whether root may run the venv's python. GNU find is the oracle for which
@@ -38,8 +60,13 @@ NOBODY = 65534
 
 
 def _find_says(root) -> list[str]:
-    done = subprocess.run(f"find -H {shlex.quote(str(root))} -mindepth 1 {FOREIGN} -print", shell=True,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        f"find -H {shlex.quote(str(root))} -mindepth 1 {FOREIGN} -print",
+        shell=True,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.splitlines()
 
 
@@ -64,13 +91,21 @@ def _tree(root):
     return deep
 
 
-
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root: chown")
-@pytest.mark.parametrize("case", ["root's alone", "a deep file of another account", "a directory of another account",
-                                  "a file writable by all", "a file writable by a group not root's",
-                                  "a file writable by root's group", "a link (mode 0777)",
-                                  "a deep file of another account, the venv's path a link"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "root's alone",
+        "a deep file of another account",
+        "a directory of another account",
+        "a file writable by all",
+        "a file writable by a group not root's",
+        "a file writable by root's group",
+        "a link (mode 0777)",
+        "a deep file of another account, the venv's path a link",
+    ],
+)
 def test_root_probe_refusal_names_what_find_names(tmp_path, case):
     from verify.checks.probe_account import root_probe_refusal
 
@@ -80,10 +115,15 @@ def test_root_probe_refusal_names_what_find_names(tmp_path, case):
         (tmp_path / "linked-venv").symlink_to(root)
         root, deep = tmp_path / "linked-venv", tmp_path / "linked-venv" / deep.relative_to(root)
         case = "a deep file of another account"
-    changed = {"root's alone": None, "a deep file of another account": deep / "add.h",
-               "a directory of another account": deep, "a file writable by all": deep / "add.h",
-               "a file writable by a group not root's": deep / "add.h", "a file writable by root's group": None,
-               "a link (mode 0777)": None}[case]
+    changed = {
+        "root's alone": None,
+        "a deep file of another account": deep / "add.h",
+        "a directory of another account": deep,
+        "a file writable by all": deep / "add.h",
+        "a file writable by a group not root's": deep / "add.h",
+        "a file writable by root's group": None,
+        "a link (mode 0777)": None,
+    }[case]
     if case in ("a deep file of another account", "a directory of another account"):
         os.chown(changed, NOBODY, -1)
     elif case == "a file writable by all":
@@ -101,8 +141,10 @@ def test_root_probe_refusal_names_what_find_names(tmp_path, case):
         assert refusal is None
     else:
         why = "belongs to nobody" if case.endswith("another account") else "is writable by other accounts"
-        assert refusal == (f"not run as root: {changed} {why}, and code in the venv would run as root — pass "
-                           "--probe-user with the venv's owner (venv_owner), or rebuild the venv as root's")
+        assert refusal == (
+            f"not run as root: {changed} {why}, and code in the venv would run as root — pass "
+            "--probe-user with the venv's owner (venv_owner), or rebuild the venv as root's"
+        )
 
 
 @pytest.mark.root

@@ -90,8 +90,9 @@ def test_mock_library_fallback_is_detected_and_names_the_missing_dependency():
     assert any("bitsandbytes library load error: libhipblas.so.3" in line for line in bnb["evidence"]["log"])
     # The static prediction names the same missing library, before anything was imported.
     linkage = check_by_id(report, "linkage.static")
-    assert linkage["reason"].startswith("libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH "
-                                        "/opt/rocm/lib:/opt/rocm-7.2.4/lib")
+    assert linkage["reason"].startswith(
+        "libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib"
+    )
     devices = check_by_id(report, "runtime.devices")
     assert devices["status"] == PASS and "gfx1100" in devices["reason"]
     assert done.returncode == 1
@@ -99,13 +100,24 @@ def test_mock_library_fallback_is_detected_and_names_the_missing_dependency():
 
 # --- judging probe data: the GPU cases ------------------------------------------------------------------------------
 
-def _probe(devices=(), library_class=NATIVE_CLASS, library_file="/v/bitsandbytes/libbitsandbytes_rocm72.so",
-           load_error=None, env=None, nf4=()):
+
+def _probe(
+    devices=(),
+    library_class=NATIVE_CLASS,
+    library_file="/v/bitsandbytes/libbitsandbytes_rocm72.so",
+    load_error=None,
+    env=None,
+    nf4=(),
+):
     return {
         "env": env or {},
         "errors": {},
-        "torch": {"version": "2.13.0+rocm7.2", "hip": "7.2.53211", "cuda_available": bool(devices),
-                  "devices": list(devices)},
+        "torch": {
+            "version": "2.13.0+rocm7.2",
+            "hip": "7.2.53211",
+            "cuda_available": bool(devices),
+            "devices": list(devices),
+        },
         "bitsandbytes": {"library_class": library_class, "library_file": library_file, "load_error": load_error},
         "nf4": list(nf4),
     }
@@ -141,16 +153,27 @@ def test_bnb_library_classes():
     assert other.status == FAIL and "libbitsandbytes_rocm71.so, not libbitsandbytes_rocm72.so" in other.reason
     cpu_lib = _probe([GFX1100], library_class="BNBNativeLibrary", library_file="/v/bitsandbytes/libbitsandbytes_cpu.so")
     assert check_bnb_library(cpu_lib, WANT_GPU).status == FAIL
-    mock = _probe([GFX1100], library_class=MOCK_CLASS, library_file=None,
-                  load_error="libhipblaslt.so.1: cannot open shared object file: No such file or directory")
+    mock = _probe(
+        [GFX1100],
+        library_class=MOCK_CLASS,
+        library_file=None,
+        load_error="libhipblaslt.so.1: cannot open shared object file: No such file or directory",
+    )
     result = check_bnb_library(mock, WANT_GPU)
     assert result.status == FAIL and "libhipblaslt.so.1" in result.reason and "amdgpu-install" in result.reason
 
 
 def test_gpu_nf4_reason_carries_timings_and_memory():
-    run = {"device": "cuda:0", "errors": {}, "timings_ms": {"quantize": 1.5, "dequantize": 0.5},
-           "roundtrip_mean_abs_error": 0.0729, "roundtrip_mean_rel_error": 0.204, "matmul_mean_abs_error": 0.073,
-           "linear4bit_cosine": 0.996, "gpu_peak_memory_bytes": 3 * 2**20}
+    run = {
+        "device": "cuda:0",
+        "errors": {},
+        "timings_ms": {"quantize": 1.5, "dequantize": 0.5},
+        "roundtrip_mean_abs_error": 0.0729,
+        "roundtrip_mean_rel_error": 0.204,
+        "matmul_mean_abs_error": 0.073,
+        "linear4bit_cosine": 0.996,
+        "gpu_peak_memory_bytes": 3 * 2**20,
+    }
     (result,) = check_nf4(_probe([GFX1100], nf4=[run]))
     assert result.id == "nf4.cuda0" and result.status == PASS
     assert "cuda:0 (gfx1100)" in result.reason and "3.0 MiB GPU memory" in result.reason
@@ -158,13 +181,18 @@ def test_gpu_nf4_reason_carries_timings_and_memory():
 
 
 def test_a_probe_that_died_is_one_failure_with_its_last_words():
-    run = ProbeRun(None, -11, ("Fatal Python error: Segmentation fault",), "the probe produced no report "
-                   "(killed by signal 11; last line: Fatal Python error: Segmentation fault)")
+    run = ProbeRun(
+        None,
+        -11,
+        ("Fatal Python error: Segmentation fault",),
+        "the probe produced no report (killed by signal 11; last line: Fatal Python error: Segmentation fault)",
+    )
     (result,) = judge_runtime(run, WANT_GPU)
     assert result.status == FAIL and "signal 11" in result.reason
 
 
 # --- integrated GPUs (issue 11) ----------------------------------------------------------------------------------------
+
 
 def test_an_apus_integrated_gpu_beside_a_discrete_one_is_named_and_nf4_runs_on_the_discrete_one_only():
     """MOCK (standins/torch_reports_hip_with_igpu): torch sees an RX 7900 XT and the Raphael iGPU. The real probe
@@ -177,21 +205,26 @@ def test_an_apus_integrated_gpu_beside_a_discrete_one_is_named_and_nf4_runs_on_t
         "GPU 1 (gfx1036, stand-in AMD Radeon Graphics (Raphael iGPU, no GPU here)) is an APU's integrated GPU beside "
         "GPU 0 (gfx1100, stand-in Radeon RX 7900 XT (no GPU here)): NF4 ran on GPU 0 only; the ROCm runtime may crash "
         "with the integrated GPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable the "
-        "integrated GPU in the BIOS, or at least set HIP_VISIBLE_DEVICES=0 for the users")
+        "integrated GPU in the BIOS, or at least set HIP_VISIBLE_DEVICES=0 for the users"
+    )
     assert [run["device"] for run in report["facts"]["nf4"]] == ["cuda:0"]
-    assert [(g["index"], g["integrated"], g["work"]) for g in report["facts"]["gpus"]] == [(0, False, True),
-                                                                                        (1, True, False)]
+    assert [(g["index"], g["integrated"], g["work"]) for g in report["facts"]["gpus"]] == [
+        (0, False, True),
+        (1, True, False),
+    ]
 
 
 def test_an_apu_alone_is_the_work_gpu():
     """Probe data of a Strix Halo workstation (no discrete GPU): its integrated GPU is the one to test, no warning."""
-    probe = _probe(devices=[{"index": 0, "name": "AMD Radeon 8060S", "arch": "gfx1151", "integrated": True,
-                             "work": True}])
+    probe = _probe(
+        devices=[{"index": 0, "name": "AMD Radeon 8060S", "arch": "gfx1151", "integrated": True, "work": True}]
+    )
     result = check_devices(probe, WANT_GPU)
     assert result.status == PASS and result.reason == "1 GPU(s): 0: gfx1151 (AMD Radeon 8060S)"
 
 
 # --- who runs the probe (the venv's code is its owner's, never root's) ---------------------------------------------
+
 
 def _owned_venv(directory, owner_uid: int, log):
     """A small real venv (no torch) owned by `owner_uid`, with a zz.pth that appends who started its python to
@@ -204,7 +237,8 @@ def _owned_venv(directory, owner_uid: int, log):
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "zz.pth").write_text(
         "import os; f = open(%r, 'a'); f.write('%%d %%s %%s\\n' %% (os.getuid(), os.environ.get('HOME'), "
-        "os.environ.get('USER'))); f.close()\n" % str(log))
+        "os.environ.get('USER'))); f.close()\n" % str(log)
+    )
     log.touch()
     log.chmod(0o666)
     for path in [venv, *venv.rglob("*")]:
@@ -254,9 +288,11 @@ def test_root_never_runs_the_probe_in_a_venv_another_account_can_change():
         assert report is not None, done.stderr
         torch = check_by_id(report, "runtime.torch")
         assert torch["status"] == FAIL
-        assert torch["reason"] == (f"runtime probe failed: not run as root: {planted} belongs to nobody, and code in "
-                                   "the venv would run as root — pass --probe-user with the venv's owner (venv_owner), "
-                                   "or rebuild the venv as root's")
+        assert torch["reason"] == (
+            f"runtime probe failed: not run as root: {planted} belongs to nobody, and code in "
+            "the venv would run as root — pass --probe-user with the venv's owner (venv_owner), "
+            "or rebuild the venv as root's"
+        )
         assert log.read_text() == ""
         assert report["facts"]["probe_account"] is None  # nothing of the venv ran
 
@@ -271,10 +307,12 @@ def test_the_probes_output_is_read_bounded_and_what_it_leaves_running_is_stopped
 
     pid_file = tmp_path / "child"
     python = tmp_path / "python"
-    python.write_text("#!/bin/sh\ncat > /dev/null\n"
-                      f"sleep 3600 & echo $! > {pid_file}\n"
-                      f"head -c {PROBE_OUTPUT_LIMIT * 2} /dev/zero | tr '\\0' x\necho\n"
-                      "echo '{\"torch\": null}'\n")
+    python.write_text(
+        "#!/bin/sh\ncat > /dev/null\n"
+        f"sleep 3600 & echo $! > {pid_file}\n"
+        f"head -c {PROBE_OUTPUT_LIMIT * 2} /dev/zero | tr '\\0' x\necho\n"
+        "echo '{\"torch\": null}'\n"
+    )
     python.chmod(0o755)
     # A guard, not a budget: turns a hang (the old pipes) into a failure instead of a stuck suite.
     signal.signal(signal.SIGALRM, lambda *_: pytest.fail("run_probe waited for a child the probe left running"))

@@ -45,12 +45,31 @@ def entry(copy: Path) -> Path:
     return copy / "verify" / "commands" / "apt_hook.py"
 
 
-def hook(copy: Path, root: Path, state: Path, *extra: str, python: str = PYTHON,
-         **kwargs) -> subprocess.CompletedProcess:
+def hook(
+    copy: Path, root: Path, state: Path, *extra: str, python: str = PYTHON, **kwargs
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [python, "-I", str(entry(copy)), "--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1",
-         "--root", str(root), "--state-dir", str(state), *extra],
-        capture_output=True, text=True, timeout=120, cwd="/", **kwargs,
+        [
+            python,
+            "-I",
+            str(entry(copy)),
+            "--venv",
+            VENV,
+            "--expect-rocm",
+            "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
+            "--root",
+            str(root),
+            "--state-dir",
+            str(state),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        **kwargs,
     )
 
 
@@ -69,7 +88,8 @@ def test_a_dpkg_run_that_makes_things_worse_warns_then_clearing_it_says_so(copy,
     state = tmp_path / "state"
     first = lines(hook(copy, workstation.root, state))
     assert len(first) == 1 and first[0].startswith(
-        f"{PREFIX} baseline recorded for {VENV}: WARN — passed with warnings — linkage.static: two copies of libamdhip64")
+        f"{PREFIX} baseline recorded for {VENV}: WARN — passed with warnings — linkage.static: two copies of libamdhip64"
+    )
     assert lines(hook(copy, workstation.root, state)) == []  # nothing changed: apt's output stays quiet
     [unchanged] = lines(hook(copy, workstation.root, state, "--verbose"))
     assert unchanged.startswith(f"{PREFIX} no change (WARN: passed with warnings")
@@ -82,8 +102,10 @@ def test_a_dpkg_run_that_makes_things_worse_warns_then_clearing_it_says_so(copy,
         "librocm-smi64-1 5.2.3-2 (distro) instead of /opt/rocm-7.2.4/lib",
         f"{PREFIX}   worse: new stray package: libamd-comgr2 5.2.3-2 (pulled in by librocsparse0)",
     ]
-    assert (f"{PREFIX}   worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
-            "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)") in warning
+    assert (
+        f"{PREFIX}   worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
+        "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)"
+    ) in warning
     assert len(warning) == 10
     assert warning[-1].startswith(f"{PREFIX} now FAIL: linkage.static: librocm_smi64.so.1 resolves to /usr/lib/")
     assert warning[-1].endswith(f"details in {state}/last.json; re-verify with: pyinfra INVENTORY tasks/verify.py")
@@ -93,20 +115,39 @@ def test_a_dpkg_run_that_makes_things_worse_warns_then_clearing_it_says_so(copy,
 
     workstation.restore_rocm_smi()  # `apt-get purge` it again
     [cleared] = lines(hook(copy, workstation.root, state))
-    assert cleared.startswith(f"{PREFIX} cleared by this dpkg run: librocm_smi64.so.1 now resolves to "
-                              "/opt/rocm-7.2.4/lib/librocm_smi64.so.1 instead of /usr/lib/x86_64-linux-gnu from "
-                              "librocm-smi64-1 5.2.3-2 (distro); stray package gone: libamd-comgr2 5.2.3-2; ")
+    assert cleared.startswith(
+        f"{PREFIX} cleared by this dpkg run: librocm_smi64.so.1 now resolves to "
+        "/opt/rocm-7.2.4/lib/librocm_smi64.so.1 instead of /usr/lib/x86_64-linux-gnu from "
+        "librocm-smi64-1 5.2.3-2 (distro); stray package gone: libamd-comgr2 5.2.3-2; "
+    )
     assert cleared.endswith("; stray package gone: librocsparse0 5.3.0+dfsg-2 (check now WARN)")
 
 
 def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_path):
     done = hook(copy, workstation.root, tmp_path / "state", python=PYTHON)
     imported = subprocess.run(
-        [PYTHON, "-I", "-X", "importtime", str(entry(copy)), "--venv", VENV, "--expect-rocm", "7.2.4",
-         "--root", str(workstation.root), "--state-dir", str(tmp_path / "state")],
-        capture_output=True, text=True, timeout=120,
+        [
+            PYTHON,
+            "-I",
+            "-X",
+            "importtime",
+            str(entry(copy)),
+            "--venv",
+            VENV,
+            "--expect-rocm",
+            "7.2.4",
+            "--root",
+            str(workstation.root),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-    modules = [line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")]
+    modules = [
+        line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")
+    ]
     assert "verify.checks.registry" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
     assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
     assert done.returncode == imported.returncode == 0
@@ -124,42 +165,72 @@ def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
     return broken
 
 
-@pytest.mark.parametrize("case, arguments, expected", [
-    ("venv gone", ["--venv", "/opt/gone"],
-     f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"),
-    ("bad hook line", ["--expect-rocm", "7.2"],
-     f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)"),
-    ("unknown release", ["--expect-rocm", "7.2.9"],
-     f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a release is "
-     "added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)"),
-    ("unknown argument", ["--bogus"],
-     f"{PREFIX} not run — unrecognized arguments: --bogus (the hook line in /etc/apt/apt.conf.d is wrong: run "
-     "tasks/apt_hook.py again)"),
-    ("time limit", ["--time-limit", "0.001"],
-     f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: pyinfra "
-     "INVENTORY tasks/verify.py"),
-])
+@pytest.mark.parametrize(
+    "case, arguments, expected",
+    [
+        (
+            "venv gone",
+            ["--venv", "/opt/gone"],
+            f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv",
+        ),
+        (
+            "bad hook line",
+            ["--expect-rocm", "7.2"],
+            f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)",
+        ),
+        (
+            "unknown release",
+            ["--expect-rocm", "7.2.9"],
+            f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a release is "
+            "added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)",
+        ),
+        (
+            "unknown argument",
+            ["--bogus"],
+            f"{PREFIX} not run — unrecognized arguments: --bogus (the hook line in /etc/apt/apt.conf.d is wrong: run "
+            "tasks/apt_hook.py again)",
+        ),
+        (
+            "time limit",
+            ["--time-limit", "0.001"],
+            f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: pyinfra "
+            "INVENTORY tasks/verify.py",
+        ),
+    ],
+)
 def test_its_own_failures_print_one_line_and_exit_0(copy, workstation, tmp_path, case, arguments, expected):
     assert lines(hook(copy, workstation.root, tmp_path / "state", *arguments)) == [expected]
     assert not (tmp_path / "state").exists()  # nothing recorded
 
 
 def test_the_time_limit_holds_even_if_apt_started_the_hook_with_sigalrm_blocked(copy, workstation, tmp_path):
-    blocked = hook(copy, workstation.root, tmp_path / "state", "--time-limit", "0.001",
-                   preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}))
-    assert lines(blocked) == [f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected "
-                              "— re-verify with: pyinfra INVENTORY tasks/verify.py"]
+    blocked = hook(
+        copy,
+        workstation.root,
+        tmp_path / "state",
+        "--time-limit",
+        "0.001",
+        preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}),
+    )
+    assert lines(blocked) == [
+        f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected "
+        "— re-verify with: pyinfra INVENTORY tasks/verify.py"
+    ]
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("module raises", "RuntimeError: disk error while reading"),
-    ("module deleted", "ModuleNotFoundError: No module named 'verify.checks.registry'"),
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        ("module raises", "RuntimeError: disk error while reading"),
+        ("module deleted", "ModuleNotFoundError: No module named 'verify.checks.registry'"),
+    ],
+)
 def test_a_damaged_verifier_copy_prints_one_line_and_exits_0(copy, workstation, tmp_path, how, expected):
     broken = _damaged_copy(copy, tmp_path, how)
     assert lines(hook(broken, workstation.root, tmp_path / "state")) == [
         f"{PREFIX} no check this time ({expected}); apt is not affected — re-verify with: pyinfra INVENTORY "
-        "tasks/verify.py"]
+        "tasks/verify.py"
+    ]
 
 
 def test_an_unreadable_state_file_is_named_and_replaced(copy, workstation, tmp_path):
@@ -168,7 +239,8 @@ def test_an_unreadable_state_file_is_named_and_replaced(copy, workstation, tmp_p
     (state / "last.json").write_text("{half a file")
     said = lines(hook(copy, workstation.root, state))
     assert said[0].startswith(f"{PREFIX} {state}/last.json is not JSON (") and said[0].endswith(
-        "): this run's result replaces it")
+        "): this run's result replaces it"
+    )
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
     assert json.loads((state / "last.json").read_text())["kind"] == "rocm-fleet.apt-hook-result"
 
@@ -183,8 +255,10 @@ def test_a_state_file_it_cannot_compare_with_is_named_and_replaced(copy, worksta
     del linkage["evidence"]["rocm_objects"][0]["requested_as"]
     (state / "last.json").write_text(json.dumps(kept))
     said = lines(hook(copy, workstation.root, state))
-    assert said[0] == (f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (ReportError: "
-                       "linkage.static's evidence has no 'requested_as'): this run's result replaces it")
+    assert said[0] == (
+        f"{PREFIX} {state}/last.json is not shaped like a result of this verifier (ReportError: "
+        "linkage.static's evidence has no 'requested_as'): this run's result replaces it"
+    )
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
     assert lines(hook(copy, workstation.root, state)) == []  # compared with the replacement from now on
 
@@ -193,8 +267,10 @@ def test_a_state_directory_it_cannot_write_is_one_line_and_the_check_still_repor
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     said = lines(hook(copy, workstation.root, blocked / "state"))
-    assert said[0] == (f"{PREFIX} could not keep this result in {blocked}/state (Not a directory): the next run "
-                       "compares with an older one")
+    assert said[0] == (
+        f"{PREFIX} could not keep this result in {blocked}/state (Not a directory): the next run "
+        "compares with an older one"
+    )
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
 
 
@@ -202,9 +278,11 @@ def test_changed_settings_start_a_new_baseline(copy, workstation, tmp_path):
     state = tmp_path / "state"
     lines(hook(copy, workstation.root, state))
     said = lines(hook(copy, workstation.root, state, "--expect-bitsandbytes", "0.49.0"))
-    assert said[0] == (f"{PREFIX} the hook now checks {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes "
-                       f"0.49.0 (it checked {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes 0.50.1): this "
-                       "result is the new baseline")
+    assert said[0] == (
+        f"{PREFIX} the hook now checks {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes "
+        f"0.49.0 (it checked {VENV} under {workstation.root} for ROCm 7.2.4, bitsandbytes 0.50.1): this "
+        "result is the new baseline"
+    )
     assert said[1].startswith(f"{PREFIX} baseline recorded for {VENV}: FAIL — versions.bitsandbytes:")
 
 
@@ -217,7 +295,8 @@ def test_with_metrics_dir_each_run_rewrites_the_metrics_from_every_kept_result(c
     report = json.loads(json.dumps(_verification_report()))
     (root / "last-verify.json").write_text(json.dumps(report))
     assert lines(hook(copy, workstation.root, root / "apt-hook", "--metrics-dir", str(metrics)))[0].startswith(
-        f"{PREFIX} baseline recorded")
+        f"{PREFIX} baseline recorded"
+    )
     prom = (metrics / "rocm_fleet.prom").read_text().splitlines()
     assert 'rocm_fleet_verdict{source="apt_hook",verdict="warn"} 1' in prom
     assert 'rocm_fleet_verdict{source="verification",verdict="pass"} 1' in prom
@@ -247,9 +326,24 @@ def _verification_report() -> dict:
 
 def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "verify", "apt-hook", "--venv", VENV, "--expect-rocm", "7.2.4", "--root",
-         str(workstation.root), "--state-dir", str(tmp_path / "state")],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "verify",
+            "apt-hook",
+            "--venv",
+            VENV,
+            "--expect-rocm",
+            "7.2.4",
+            "--root",
+            str(workstation.root),
+            "--state-dir",
+            str(tmp_path / "state"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0 and done.stdout.startswith(f"{PREFIX} baseline recorded for {VENV}: WARN")
 
@@ -279,12 +373,17 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
 BNB_LIBRARY = f"{VENV}/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
-    ("chardev", "is a character device, not a regular file"),
-    ("sparse", "claims 1099511627776 bytes, more than any real one (limit 1048576 bytes): corrupt or hostile, "
-               "not read"),
-])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+        ("chardev", "is a character device, not a regular file"),
+        (
+            "sparse",
+            "claims 1099511627776 bytes, more than any real one (limit 1048576 bytes): corrupt or hostile, not read",
+        ),
+    ],
+)
 def test_a_hostile_library_is_a_finding_in_apts_output_not_a_hang(copy, workstation, tmp_path, kind, words):
     """Issue 9 findings 5 and 6, the hook's side: after every dpkg run it read bitsandbytes' library as root; a FIFO
     there made every dpkg run wait for the hook's 60 s limit (and then say nothing useful), a sparse ELF claiming a
@@ -317,11 +416,13 @@ def test_a_time_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_0(cop
     """Issue 9 finding 10: `--time-limit nan` set no limit at all, `inf` and `1e300` ended in an OverflowError."""
     assert lines(hook(copy, workstation.root, tmp_path / "state", f"--time-limit={value}")) == [
         f"{PREFIX} not run — argument --time-limit: {value!r} is not a number of seconds from 0 up to 3600; 0 means "
-        "no limit (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"]
+        "no limit (the hook line in /etc/apt/apt.conf.d is wrong: run tasks/apt_hook.py again)"
+    ]
     assert not (tmp_path / "state").exists()
 
 
 # --- kernels (issue 11) ----------------------------------------------------------------------------------------------
+
 
 def _install_kernel(root: Path, release: str, amdgpu: bool) -> None:
     """What a kernel package leaves on disk, enough for the hook: the image and its modules directory (STAND-IN files)."""
@@ -339,7 +440,8 @@ def test_a_dpkg_run_that_installs_a_kernel_without_amdgpu_warns_in_apts_output(c
     lines(hook(copy, workstation.root, state))  # the baseline
     _install_kernel(workstation.root, "6.8.0-51-generic", amdgpu=True)
     assert lines(hook(copy, workstation.root, state)) == [
-        f"{PREFIX} changed by this dpkg run: kernel 6.8.0-51-generic was installed (amdgpu.ko present) (check now WARN)"]
+        f"{PREFIX} changed by this dpkg run: kernel 6.8.0-51-generic was installed (amdgpu.ko present) (check now WARN)"
+    ]
     _install_kernel(workstation.root, "6.8.0-52-generic", amdgpu=False)
     warning = lines(hook(copy, workstation.root, state))
     assert warning[:2] == [
@@ -358,10 +460,19 @@ def test_a_pending_reboot_is_one_line_naming_the_next_kernel():
     from verify.report.report import KernelFacts
 
     report = sample(static_only=True)
-    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
-                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
+    pending = KernelFacts(
+        "6.8.0-49-generic",
+        "6.8.0-51-generic",
+        True,
+        True,
+        True,
+        False,
+        ("6.8.0-49-generic", "6.8.0-51-generic"),
+        ("6.8.0-51-generic",),
+    )
     assert reboot_lines(replace(report, facts=replace(report.facts, kernel=pending))) == [
         f"{PREFIX} reboot pending: the next boot runs 6.8.0-51-generic (NO amdgpu.ko: the GPU is gone after that "
-        "reboot; 6.8.0-49-generic runs now)"]
+        "reboot; 6.8.0-49-generic runs now)"
+    ]
     settled = replace(pending, next_boot="6.8.0-49-generic", reboot_pending=False)
     assert reboot_lines(replace(report, facts=replace(report.facts, kernel=settled))) == []

@@ -18,9 +18,28 @@ PREFIX = "rocm-fleet boot check:"
 
 def boot_check(root: Path, state: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "verify", "boot-check", "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4",
-         "--root", str(root), "--state-dir", str(state), "--driver-wait", "0", *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "verify",
+            "boot-check",
+            "--venv",
+            "/opt/rocm-fleet/venv",
+            "--expect-rocm",
+            "7.2.4",
+            "--root",
+            str(root),
+            "--state-dir",
+            str(state),
+            "--driver-wait",
+            "0",
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_once_per_boot_then_again_after_a_new_boot(tmp_path):
@@ -80,8 +99,13 @@ def test_waiting_for_the_driver_is_waiting_for_dev_kfd_not_for_seconds(tmp_path)
     now[0] = 0.0
     assert not wait_for_driver(120, str(kfd), gpus=lambda: [], clock=lambda: now[0], pause=pause)  # no AMD GPU on PCI
     assert now[0] == 0.0
-    assert not wait_for_driver(2, str(tmp_path / "never"), gpus=lambda: ["a GPU"], clock=lambda: now[0],
-                               pause=lambda s: now.__setitem__(0, now[0] + s))
+    assert not wait_for_driver(
+        2,
+        str(tmp_path / "never"),
+        gpus=lambda: ["a GPU"],
+        clock=lambda: now[0],
+        pause=lambda s: now.__setitem__(0, now[0] + s),
+    )
 
 
 def test_the_boot_check_refreshes_the_metrics_from_every_result_kept_beside_it(tmp_path):

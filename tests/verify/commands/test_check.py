@@ -22,14 +22,18 @@ from verify.report.report import STATIC_CHECK_IDS, judge_report, load_schema
 
 
 def verify(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verify", "check", *arguments], cwd=REPO, capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "verify", "check", *arguments], cwd=REPO, capture_output=True, text=True
+    )
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path):
     done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4")
     assert done.returncode == 2
-    assert done.stderr.strip() == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"
+    assert (
+        done.stderr.strip()
+        == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"
+    )
     assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2").returncode == 2
     assert verify("--venv", "relative/venv", "--expect-rocm", "7.2.4").returncode == 2
     assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--device", "gpu").returncode == 2
@@ -39,8 +43,9 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     (tmp_path / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
     done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--probe-user", "no-such-user")
     assert done.returncode == 2
-    assert done.stderr.strip() == ("verify check: --probe-user: account 'no-such-user' does not exist — pass the "
-                                   "venv's owner (venv_owner)")
+    assert done.stderr.strip() == (
+        "verify check: --probe-user: account 'no-such-user' does not exist — pass the venv's owner (venv_owner)"
+    )
 
 
 def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):
@@ -71,9 +76,23 @@ def test_the_zipapp_runs_the_same_checks_with_the_systems_bare_python3(tmp_path)
     archive = tmp_path / "verify.pyz"
     archive.write_bytes(zipapp_bytes())
     done = subprocess.run(
-        [python3, str(archive), "check", "--venv", str(torch_cpu_venv()), "--expect-rocm", "7.2.4", "--device", "cpu",
-         "--no-gpu-required", "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            python3,
+            str(archive),
+            "check",
+            "--venv",
+            str(torch_cpu_venv()),
+            "--expect-rocm",
+            "7.2.4",
+            "--device",
+            "cpu",
+            "--no-gpu-required",
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
@@ -140,8 +159,9 @@ def test_the_static_part_out_of_time_is_a_failing_check_not_a_hang(tmp_path):
     """A deadline of 0 s has passed before the first file is opened, on any machine: every static check fails with
     what it stopped at, the runtime probe is not started, and the report still proves what it says."""
     image = provisioned(tmp_path)
-    report = run_checks(CheckOptions(venv=Path(VENV), expect_rocm="7.2.4", root=image.root, static_only=True,
-                                     static_time_limit=0)).to_json()
+    report = run_checks(
+        CheckOptions(venv=Path(VENV), expect_rocm="7.2.4", root=image.root, static_only=True, static_time_limit=0)
+    ).to_json()
     assert [c["id"] for c in report["checks"]] == list(STATIC_CHECK_IDS)
     for check in report["checks"]:
         assert check["status"] == "fail"
@@ -156,14 +176,17 @@ def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_fil
     image = provisioned(tmp_path)
     plant(image.path(BNB_LIBRARY), "fifo")
     with fifo_readers(image.path(BNB_LIBRARY)) as opened:
-        report = run_checks(CheckOptions(venv=image.path(VENV), expect_rocm="7.2.4", device="cpu",
-                                         gpu_required=False, environ={})).to_json()
+        report = run_checks(
+            CheckOptions(venv=image.path(VENV), expect_rocm="7.2.4", device="cpu", gpu_required=False, environ={})
+        ).to_json()
     assert opened.count == 0
     runtime = next(c for c in report["checks"] if c["id"] == "runtime.torch")
     assert runtime["status"] == "fail"
-    assert runtime["reason"] == (f"runtime probe not run: {image.path(BNB_LIBRARY)}: not a regular file where the "
-                                 "process would load a library (a FIFO would block the probe for ever) — remove it "
-                                 "and reinstall what owns that path")
+    assert runtime["reason"] == (
+        f"runtime probe not run: {image.path(BNB_LIBRARY)}: not a regular file where the "
+        "process would load a library (a FIFO would block the probe for ever) — remove it "
+        "and reinstall what owns that path"
+    )
     assert judge_report(report).trustworthy
 
 
@@ -171,17 +194,24 @@ SECONDS = "is not a number of seconds above 0 up to 86400"
 MODEL = "is not off, synthetic or the absolute path of a checkpoint directory on this host (e.g. /srv/models/llama-13b)"
 
 
-@pytest.mark.parametrize("option, argument, words", [
-    *(("--timeout", argument, SECONDS) for argument in ("nan", "inf", "-inf", "1e300", "0", "-5", "soon")),
-    ("--model-timeout", "0", SECONDS),
-    *(("--model", argument, MODEL) for argument in ("models/llama-13b", "Synthetic", "/srv/models/../llama", "", "on")),
-])
+@pytest.mark.parametrize(
+    "option, argument, words",
+    [
+        *(("--timeout", argument, SECONDS) for argument in ("nan", "inf", "-inf", "1e300", "0", "-5", "soon")),
+        ("--model-timeout", "0", SECONDS),
+        *(
+            ("--model", argument, MODEL)
+            for argument in ("models/llama-13b", "Synthetic", "/srv/models/../llama", "", "on")
+        ),
+    ],
+)
 def test_a_bad_timeout_or_model_is_one_line_and_exit_2(tmp_path, option, argument, words):
     """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess. --model: off, synthetic or a path."""
     done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"{option}={argument}")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"python -m verify check: argument {option}: {argument!r} {words} (see python -m verify check --help)"]
+        f"python -m verify check: argument {option}: {argument!r} {words} (see python -m verify check --help)"
+    ]
 
 
 def test_a_model_path_that_is_no_directory_here_is_one_line_and_exit_2(tmp_path):
@@ -189,15 +219,32 @@ def test_a_model_path_that_is_no_directory_here_is_one_line_and_exit_2(tmp_path)
     done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--model", str(missing))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"verify check: --model {missing}: no such directory on this host — give a checkpoint directory"]
+        f"verify check: --model {missing}: no such directory on this host — give a checkpoint directory"
+    ]
 
 
 def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
     image = provisioned(tmp_path)
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "verify", "check", "--root", str(image.root), "--venv", VENV,
-                               "--expect-rocm", "7.2.4", "--json"], cwd=REPO, stdout=full, stderr=subprocess.PIPE,
-                              text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "verify",
+                "check",
+                "--root",
+                str(image.root),
+                "--venv",
+                VENV,
+                "--expect-rocm",
+                "7.2.4",
+                "--json",
+            ],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     assert done.returncode == 2
     assert done.stderr.splitlines() == ["verify check: cannot write the output (No space left on device)"]
 
@@ -212,8 +259,19 @@ def test_keep_in_keeps_the_report_on_the_host_and_metrics_dir_writes_the_metrics
     kept, metrics = tmp_path / "rocm-fleet", tmp_path / "node-exporter"
     kept.mkdir()
     metrics.mkdir()
-    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json",
-                  "--keep-in", str(kept), "--metrics-dir", str(metrics))
+    done = verify(
+        "--root",
+        str(image.root),
+        "--venv",
+        VENV,
+        "--expect-rocm",
+        "7.2.4",
+        "--json",
+        "--keep-in",
+        str(kept),
+        "--metrics-dir",
+        str(metrics),
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert json.loads((kept / "last-verify.json").read_text()) == json.loads(done.stdout)
     assert sorted(p.name for p in kept.iterdir()) == ["last-verify.json"]  # no temporary file left
@@ -226,10 +284,12 @@ def test_a_report_it_cannot_keep_is_a_warning_not_a_failure(tmp_path):
     image.torch()
     image.bitsandbytes()
     image.system_rocm()
-    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--keep-in",
-                  str(tmp_path / "missing"))
+    done = verify(
+        "--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--keep-in", str(tmp_path / "missing")
+    )
     assert done.returncode == 0 and done.stdout.splitlines()[0].endswith(": PASS — all 8 checks passed")
-    assert done.stderr == (f"verify check: warning: could not keep the report in {tmp_path / 'missing'} "
-                           "(No such file or directory)\n")
+    assert done.stderr == (
+        f"verify check: warning: could not keep the report in {tmp_path / 'missing'} (No such file or directory)\n"
+    )
     done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--metrics-dir", str(tmp_path))
     assert done.returncode == 2 and "--metrics-dir needs --keep-in" in done.stderr

@@ -15,8 +15,13 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def verify(*argv, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], capture_output=True, text=True, cwd=REPO,
-                          env={"PATH": "/usr/bin:/bin", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "verify", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+    )
 
 
 @pytest.fixture
@@ -42,7 +47,8 @@ def test_missing_library_exits_1_and_json_says_where_it_looked(b):
     missing = [r for r in document["requests"] if r["outcome"] == "not found"]
     assert missing[0]["description"].startswith(
         f"libgone.so.3 (needed by {top}) not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib of {top}, "
-        "ld.so.cache, system dirs")
+        "ld.so.cache, system dirs"
+    )
     assert document["schema"] == "verify.process/1" and not document["ok"]
     assert "libgone.so.3 => not found" in document["ldd"]
 
@@ -107,11 +113,15 @@ def test_elf_magic_with_an_unknown_class_is_skipped_like_another_class(b):
 def test_output_that_cannot_be_written_is_one_line_and_exit_2(b, command):
     """Issue 9 finding 10: `verify ldd --json > /dev/full` ended in a traceback."""
     top = b.lib("t/libtop.so", needed=["libc.so.6"])
-    argv = {"ldd": ["ldd", "--json", top], "process": ["process", "--exe", sys.executable, "--dlopen", top, "--json"],
-            "strays": ["strays", "--json"]}[command]
+    argv = {
+        "ldd": ["ldd", "--json", top],
+        "process": ["process", "--exe", sys.executable, "--dlopen", top, "--json"],
+        "strays": ["strays", "--json"],
+    }[command]
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], stdout=full, stderr=subprocess.PIPE,
-                              text=True, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-m", "verify", *map(str, argv)], stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO
+        )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"verify {command}: cannot write the output (No space left on device)"]
 
@@ -126,8 +136,13 @@ def test_a_reader_that_stops_early_is_not_an_error(b):
         reading, writing = os.pipe()
         os.close(reading)
         try:
-            done = subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], stdout=writing,
-                                  stderr=subprocess.PIPE, text=True, cwd=REPO)
+            done = subprocess.run(
+                [sys.executable, "-m", "verify", *map(str, argv)],
+                stdout=writing,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
         finally:
             os.close(writing)
         assert done.returncode == 0 and done.stderr == "", (argv, done.stderr)

@@ -17,8 +17,13 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def verify(*argv) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "verify", *map(str, argv)], capture_output=True, text=True, cwd=REPO,
-                          env={"PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "verify", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.fixture
@@ -34,8 +39,9 @@ def test_second_dlopen_binds_to_the_first_ones_soname(b):
     prog = b.exe("bin/prog")
     result = verify("process", "--exe", prog, "--dlopen", first, "--dlopen", second)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert (f"libshared.so.3 (needed by {second}) => {b.path('first/libshared.so')} (already loaded, matched by "
-            f"soname)") in result.stdout
+    assert (
+        f"libshared.so.3 (needed by {second}) => {b.path('first/libshared.so')} (already loaded, matched by soname)"
+    ) in result.stdout
     document = json.loads(verify("process", "--exe", prog, "--dlopen", first, "--dlopen", second, "--json").stdout)
     assert [o["path"] for o in document["objects"] if o["dlopened"]] == [str(first), str(second)]
 
@@ -58,8 +64,9 @@ def test_bad_executable_exits_2(tmp_path):
 def test_a_bad_dlopened_file_is_a_finding_and_the_rest_goes_on(b, tmp_path):
     (tmp_path / "libjunk.so").write_bytes(b"junk" * 40)
     good = b.lib("d/libgood.so", soname="libgood.so")
-    result = verify("process", "--exe", b.exe("bin/prog"), "--dlopen", tmp_path / "libjunk.so", "--dlopen", good,
-                    "--json")
+    result = verify(
+        "process", "--exe", b.exe("bin/prog"), "--dlopen", tmp_path / "libjunk.so", "--dlopen", good, "--json"
+    )
     assert result.returncode == 1
     document = json.loads(result.stdout)
     assert document["findings"][0]["path"] == str(tmp_path / "libjunk.so")

@@ -15,12 +15,16 @@ RELEASE = rocm_release("7.2.4")
 ROCM_LIST = """deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 noble main
 deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu noble main
 """
-AMDGPU_LIST = "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main\n"
+AMDGPU_LIST = (
+    "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main\n"
+)
 # What do-release-upgrade leaves of a third-party list (jammy → noble).
-DISABLED = ("# deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 jammy main"
-            " # disabled on upgrade to noble\n"
-            "# deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu jammy"
-            " main # disabled on upgrade to noble\n")
+DISABLED = (
+    "# deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 jammy main"
+    " # disabled on upgrade to noble\n"
+    "# deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu jammy"
+    " main # disabled on upgrade to noble\n"
+)
 DEB822 = """Types: deb
 URIs: https://repo.radeon.com/rocm/apt/7.2.4 https://repo.radeon.com/graphics/7.2.4/ubuntu
 Suites: noble
@@ -43,7 +47,10 @@ def _entries(**files):
 def test_amdgpu_installs_lists_point_at_the_release():
     entries = _entries(**{"rocm_list": ROCM_LIST, "amdgpu_list": AMDGPU_LIST, "ubuntu_list": UBUNTU})
     assert [e.amd_repository for e in amd_entries(tuple(entries))] == [
-        ("rocm/apt", "7.2.4"), ("graphics", "7.2.4"), ("amdgpu", "30.30.4")]
+        ("rocm/apt", "7.2.4"),
+        ("graphics", "7.2.4"),
+        ("amdgpu", "30.30.4"),
+    ]
     result = judge_lists(entries, RELEASE, [])
     assert result.status == PASS, result.reason
 
@@ -55,15 +62,17 @@ def test_lists_a_distribution_upgrade_disabled_fail_with_the_fix():
         "rocm/apt/7.2.4 is disabled: https://repo.radeon.com/rocm/apt/7.2.4 jammy (disabled: disabled on upgrade to "
         "noble) in rocm.list:1 (also: graphics/7.2.4/ubuntu is disabled: https://repo.radeon.com/graphics/7.2.4/ubuntu"
         " jammy (disabled: disabled on upgrade to noble) in rocm.list:2) — run pyinfra INVENTORY tasks/rocm.py (it "
-        "rewrites AMD's lists)")
+        "rewrites AMD's lists)"
+    )
 
 
 def test_lists_of_another_release_and_a_disabled_deb822_stanza():
     older = ROCM_LIST.replace("7.2.4", "7.2.1")
     result = judge_lists(_entries(**{"rocm_list": older, "rocm_sources": DEB822.split("\n\n")[1]}), RELEASE, [])
     assert result.status == FAIL
-    assert result.reason.startswith("rocm/apt/7.2.4 is missing; the list names https://repo.radeon.com/rocm/apt/7.2.1 "
-                                    "instead (rocm.list:1)")
+    assert result.reason.startswith(
+        "rocm/apt/7.2.4 is missing; the list names https://repo.radeon.com/rocm/apt/7.2.1 instead (rocm.list:1)"
+    )
     assert "amdgpu/<driver>/ubuntu is disabled" in result.reason
     assert judge_lists(_entries(**{"rocm_sources": DEB822.replace("Enabled: no\n", "")}), RELEASE, []).status == PASS
 

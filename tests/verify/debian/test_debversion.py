@@ -12,11 +12,44 @@ from verify.debian.debversion import compare_versions, satisfies
 # Tricky shapes (epochs, tildes, letters vs. symbols, leading zeros, missing revisions, '+' and '.' runs) and the real
 # versions this project meets: distro ROCm (Debian, Ubuntu) and AMD's (build number inside the version).
 VERSIONS = [
-    "0", "1", "1.0", "1.0-1", "1.0-0", "1:0.9", "2:0", "1.0~rc1", "1.0~~", "1.0~", "1.0+", "1.0a", "1.0.", "1.0-1~bpo1",
-    "1.00", "01.0", "1.0-1+b1", "1.0-1build1", "1.0-1ubuntu1", "a", "A", "1.0+dfsg-1", "1.0.0", "1..0",
-    "5.7.1-3", "5.7.1-3build1", "5.7.1-6+deb13u1", "5.2.3-8", "6.1.2-2", "6.0+git20231212.4510c28+dfsg-3+b2",
-    "1.0.0.70204-93~24.04", "1.1.1.70204-93~24.04", "0.14.0.70204-93~24.04", "7.2.4.70204-93~24.04",
-    "7.2.53211.70204-93~24.04", "6.0.0-1", "1:2009.1202-6", "3.24+really3.22-4",
+    "0",
+    "1",
+    "1.0",
+    "1.0-1",
+    "1.0-0",
+    "1:0.9",
+    "2:0",
+    "1.0~rc1",
+    "1.0~~",
+    "1.0~",
+    "1.0+",
+    "1.0a",
+    "1.0.",
+    "1.0-1~bpo1",
+    "1.00",
+    "01.0",
+    "1.0-1+b1",
+    "1.0-1build1",
+    "1.0-1ubuntu1",
+    "a",
+    "A",
+    "1.0+dfsg-1",
+    "1.0.0",
+    "1..0",
+    "5.7.1-3",
+    "5.7.1-3build1",
+    "5.7.1-6+deb13u1",
+    "5.2.3-8",
+    "6.1.2-2",
+    "6.0+git20231212.4510c28+dfsg-3+b2",
+    "1.0.0.70204-93~24.04",
+    "1.1.1.70204-93~24.04",
+    "0.14.0.70204-93~24.04",
+    "7.2.4.70204-93~24.04",
+    "7.2.53211.70204-93~24.04",
+    "6.0.0-1",
+    "1:2009.1202-6",
+    "3.24+really3.22-4",
 ]
 
 
@@ -44,8 +77,11 @@ def oracle():
 
 
 def test_every_pair_compares_as_dpkg_does(oracle):
-    wrong = [(a, b, compare_versions(a, b), want) for (a, b), want in oracle.items()
-             if compare_versions(a, b) != want or compare_versions(b, a) != -want]
+    wrong = [
+        (a, b, compare_versions(a, b), want)
+        for (a, b), want in oracle.items()
+        if compare_versions(a, b) != want or compare_versions(b, a) != -want
+    ]
     assert not wrong, f"differs from dpkg (a, b, ours, dpkg's): {wrong[:10]}"
 
 

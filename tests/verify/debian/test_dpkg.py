@@ -71,7 +71,9 @@ SCENARIOS = {
     "foreign arch, MA no": ([{"Package": "c", "Architecture": "i386"}], {"Depends": "c"}),
     "foreign arch, MA foreign": ([{"Package": "c", "Architecture": "i386", "Multi-Arch": "foreign"}], {"Depends": "c"}),
     "any, MA allowed foreign arch": (
-        [{"Package": "c", "Architecture": "i386", "Multi-Arch": "allowed"}], {"Depends": "c:any"}),
+        [{"Package": "c", "Architecture": "i386", "Multi-Arch": "allowed"}],
+        {"Depends": "c:any"},
+    ),
     "any, MA foreign": ([{"Package": "c", "Multi-Arch": "foreign"}], {"Depends": "c:any"}),
     "any, MA no": ([{"Package": "c"}], {"Depends": "c:any"}),
     "explicit arch": ([{"Package": "c", "Architecture": "i386"}], {"Depends": "c:i386"}),
@@ -80,10 +82,14 @@ SCENARIOS = {
     "arch all satisfies native": ([{"Package": "c", "Architecture": "all"}], {"Depends": "c"}),
     "arch all dependent": ([{"Package": "c"}], {"Depends": "c", "Architecture": "all"}),
     "arch all dependent, foreign candidate": (
-        [{"Package": "c", "Architecture": "i386"}], {"Depends": "c", "Architecture": "all"}),
+        [{"Package": "c", "Architecture": "i386"}],
+        {"Depends": "c", "Architecture": "all"},
+    ),
     "foreign dependent, native candidate": ([{"Package": "c"}], {"Depends": "c", "Architecture": "i386"}),
     "foreign dependent, arch all candidate": (
-        [{"Package": "c", "Architecture": "all"}], {"Depends": "c", "Architecture": "i386"}),
+        [{"Package": "c", "Architecture": "all"}],
+        {"Depends": "c", "Architecture": "i386"},
+    ),
     "pre-depends": ([{"Package": "c"}], {"Pre-Depends": "c"}),
 }
 
@@ -117,13 +123,17 @@ def test_scenarios_cover_both_verdicts(tmp_path):
         scratch = ScratchDpkg(tmp_path / name.replace(" ", "-"))
         for control in installed:
             scratch.install(build_deb(tmp_path / name.replace(" ", "-"), control))
-        verdicts.add(scratch.install(build_deb(tmp_path / name.replace(" ", "-"), {"Package": "d", **dependent})).returncode)
+        verdicts.add(
+            scratch.install(build_deb(tmp_path / name.replace(" ", "-"), {"Package": "d", **dependent})).returncode
+        )
     assert verdicts == {0, 1}
 
 
 def test_states_written_by_dpkg(tmp_path):
     scratch = ScratchDpkg(tmp_path)
-    with_conffile = build_deb(tmp_path, {"Package": "conf"}, {"/etc/conf.conf": b"x=1\n"}, conffiles=("/etc/conf.conf",))
+    with_conffile = build_deb(
+        tmp_path, {"Package": "conf"}, {"/etc/conf.conf": b"x=1\n"}, conffiles=("/etc/conf.conf",)
+    )
     assert scratch.install(with_conffile, build_deb(tmp_path, {"Package": "held"})).returncode == 0
     assert scratch.dpkg("--remove", "conf").returncode == 0  # leaves its conffile: state config-files
     hold = subprocess.run(["dpkg", f"--root={scratch.root}", "--set-selections"], input="held hold\n", text=True)
@@ -131,7 +141,11 @@ def test_states_written_by_dpkg(tmp_path):
     assert scratch.install(build_deb(tmp_path, {"Package": "waiting", "Depends": "absent"})).returncode == 1
 
     by_name = {package.name: package for package in parse_status(scratch.status_text)}
-    assert (by_name["conf"].want, by_name["conf"].state, by_name["conf"].has_files) == ("deinstall", "config-files", False)
+    assert (by_name["conf"].want, by_name["conf"].state, by_name["conf"].has_files) == (
+        "deinstall",
+        "config-files",
+        False,
+    )
     assert (by_name["held"].want, by_name["held"].state, by_name["held"].has_files) == ("hold", "installed", True)
     assert (by_name["waiting"].state, by_name["waiting"].has_files) == ("unpacked", True)
     assert [package.name for package in InstalledSet(tuple(by_name.values())).packages] == ["held", "waiting"]

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from verify.debian.kernels import installed_kernels, is_meta_package, kernel_of, meta_packages, newest, parse_dpkg_query_lines
+from verify.debian.kernels import (
+    installed_kernels,
+    is_meta_package,
+    kernel_of,
+    meta_packages,
+    newest,
+    parse_dpkg_query_lines,
+)
 
 NOBLE_GENERIC = [
     "linux-generic\t6.8.0-51.52\tii \tlinux-image-generic (= 6.8.0-51.52), linux-headers-generic (= 6.8.0-51.52)",
@@ -46,25 +53,42 @@ BOOKWORM = [
 ]
 
 
-@pytest.mark.parametrize("name, parsed", [
-    ("linux-image-6.8.0-51-generic", ("image", "6.8.0-51-generic")),
-    ("linux-image-unsigned-6.8.0-51-generic", ("image", "6.8.0-51-generic")),
-    ("linux-modules-extra-6.8.0-51-generic", ("modules_extra", "6.8.0-51-generic")),
-    ("linux-headers-6.1.0-57-amd64", ("headers", "6.1.0-57-amd64")),
-    ("linux-image-6.1.0-50-amd64-unsigned", ("image", "6.1.0-50-amd64")),
-    ("linux-image-6.1.0-57-amd64-dbg", None),
-    ("linux-image-generic", None),
-    ("linux-image-generic-hwe-22.04", None),
-])
+@pytest.mark.parametrize(
+    "name, parsed",
+    [
+        ("linux-image-6.8.0-51-generic", ("image", "6.8.0-51-generic")),
+        ("linux-image-unsigned-6.8.0-51-generic", ("image", "6.8.0-51-generic")),
+        ("linux-modules-extra-6.8.0-51-generic", ("modules_extra", "6.8.0-51-generic")),
+        ("linux-headers-6.1.0-57-amd64", ("headers", "6.1.0-57-amd64")),
+        ("linux-image-6.1.0-50-amd64-unsigned", ("image", "6.1.0-50-amd64")),
+        ("linux-image-6.1.0-57-amd64-dbg", None),
+        ("linux-image-generic", None),
+        ("linux-image-generic-hwe-22.04", None),
+    ],
+)
 def test_package_names(name, parsed):
     assert kernel_of(name) == parsed
 
 
 def test_meta_package_names():
-    assert all(map(is_meta_package, ("linux-generic", "linux-image-generic-hwe-22.04", "linux-image-amd64",
-                                     "linux-virtual", "linux-oem-24.04")))
-    assert not any(map(is_meta_package, ("linux-image-6.8.0-51-generic", "linux-firmware", "linux-libc-dev",
-                                         "linux-headers-generic", "linux-headers-amd64")))
+    assert all(
+        map(
+            is_meta_package,
+            ("linux-generic", "linux-image-generic-hwe-22.04", "linux-image-amd64", "linux-virtual", "linux-oem-24.04"),
+        )
+    )
+    assert not any(
+        map(
+            is_meta_package,
+            (
+                "linux-image-6.8.0-51-generic",
+                "linux-firmware",
+                "linux-libc-dev",
+                "linux-headers-generic",
+                "linux-headers-amd64",
+            ),
+        )
+    )
 
 
 def test_ubuntu_generic_kernels_and_their_meta_package():
@@ -83,7 +107,8 @@ def test_ubuntus_virtual_flavour_says_plainly_that_future_kernels_have_no_amdgpu
     assert meta.split_modules and meta.pulling_modules_extra == ()
     assert meta.statement() == (
         "linux-virtual does not bring linux-modules-extra: the kernels it brings have no amdgpu.ko — install "
-        "linux-generic (or the HWE meta package linux-generic-hwe-<release>)")
+        "linux-generic (or the HWE meta package linux-generic-hwe-<release>)"
+    )
 
 
 def test_debian_images_carry_every_module():

@@ -48,11 +48,17 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess:
 
 # --- real status paragraphs --------------------------------------------------------------------------------------------
 
+
 def test_debian12_slurm_and_rocsparse_attributed(tmp_path):
     report = find_strays(fixture_root(tmp_path, "bookworm"))
     strays = by_name(report)
     assert set(strays) == {
-        "libamd-comgr2", "libamdhip64-5", "libhsa-runtime64-1", "libhsakmt1", "librocm-smi-dev", "librocm-smi64-1",
+        "libamd-comgr2",
+        "libamdhip64-5",
+        "libhsa-runtime64-1",
+        "libhsakmt1",
+        "librocm-smi-dev",
+        "librocm-smi64-1",
         "librocsparse0",
     }
     smi = strays["librocm-smi64-1"]
@@ -100,6 +106,7 @@ def test_schema_refuses_a_report_missing_a_field(tmp_path):
 
 # --- real dpkg, gcc-built libraries ------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def scratch_system(tmp_path_factory):
     """A dpkg database filled by real dpkg with packages shaped like the real ones (control fields copied from the
@@ -111,39 +118,96 @@ def scratch_system(tmp_path_factory):
     smi = elf.lib("smi/librocm_smi64.so.1.0", soname="librocm_smi64.so.1")
     scratch = ScratchDpkg(work)
     debs = [
-        build_deb(work, {"Package": "libhsa-runtime64-1", "Source": "rocr-runtime", "Version": "6.1.2-3",
-                         "Maintainer": "Debian ROCm Team <debian-ai@lists.debian.org>", "Provides": "hsa-runtime"},
-                  {f"{LIBDIR}/libhsa-runtime64.so.1.5.0": hsa},
-                  links={f"{LIBDIR}/libhsa-runtime64.so.1": "libhsa-runtime64.so.1.5.0"}),
-        build_deb(work, {"Package": "libamdhip64-5", "Source": "rocm-hipamd", "Version": "5.7.1-6+deb13u1",
-                         "Depends": "libhsa-runtime64-1 (>= 5.7.1)"},
-                  {f"{LIBDIR}/libamdhip64.so.5.7.31921": hip},
-                  links={f"{LIBDIR}/libamdhip64.so.5": "libamdhip64.so.5.7.31921"}),
-        build_deb(work, {"Package": "libucx0", "Source": "ucx (1.18.1+ds-2)", "Version": "1.18.1+ds-2+b1",
-                         "Depends": "libamdhip64-5 (>= 4.5.2), libhsa-runtime64-1 (>= 5.7.1)"}),
-        build_deb(work, {"Package": "librocm-smi64-1", "Source": "rocm-smi-lib", "Version": "5.2.3-2",
-                         "Maintainer": "ROCm Team <debian-ai@lists.debian.org>"},
-                  {"/usr/lib/librocm_smi64.so.1.0": smi, f"{LIBDIR}/libbroken.so.1": b"not an ELF file"},
-                  links={"/usr/lib/librocm_smi64.so.1": "librocm_smi64.so.1.0"}),
+        build_deb(
+            work,
+            {
+                "Package": "libhsa-runtime64-1",
+                "Source": "rocr-runtime",
+                "Version": "6.1.2-3",
+                "Maintainer": "Debian ROCm Team <debian-ai@lists.debian.org>",
+                "Provides": "hsa-runtime",
+            },
+            {f"{LIBDIR}/libhsa-runtime64.so.1.5.0": hsa},
+            links={f"{LIBDIR}/libhsa-runtime64.so.1": "libhsa-runtime64.so.1.5.0"},
+        ),
+        build_deb(
+            work,
+            {
+                "Package": "libamdhip64-5",
+                "Source": "rocm-hipamd",
+                "Version": "5.7.1-6+deb13u1",
+                "Depends": "libhsa-runtime64-1 (>= 5.7.1)",
+            },
+            {f"{LIBDIR}/libamdhip64.so.5.7.31921": hip},
+            links={f"{LIBDIR}/libamdhip64.so.5": "libamdhip64.so.5.7.31921"},
+        ),
+        build_deb(
+            work,
+            {
+                "Package": "libucx0",
+                "Source": "ucx (1.18.1+ds-2)",
+                "Version": "1.18.1+ds-2+b1",
+                "Depends": "libamdhip64-5 (>= 4.5.2), libhsa-runtime64-1 (>= 5.7.1)",
+            },
+        ),
+        build_deb(
+            work,
+            {
+                "Package": "librocm-smi64-1",
+                "Source": "rocm-smi-lib",
+                "Version": "5.2.3-2",
+                "Maintainer": "ROCm Team <debian-ai@lists.debian.org>",
+            },
+            {"/usr/lib/librocm_smi64.so.1.0": smi, f"{LIBDIR}/libbroken.so.1": b"not an ELF file"},
+            links={"/usr/lib/librocm_smi64.so.1": "librocm_smi64.so.1.0"},
+        ),
         # Needs the SMI library, or an alternative that is installed too: it does not *need* the stray.
         build_deb(work, {"Package": "smi-user", "Depends": "librocm-smi64-1 | smi-shim"}),
         build_deb(work, {"Package": "smi-shim"}),
         # Reaches the HSA runtime through a virtual package it provides.
         build_deb(work, {"Package": "hsa-tool", "Depends": "hsa-runtime"}),
         # Ubuntu's rocminfo (no Source field: source == name) is a stray; AMD's rocminfo never is.
-        build_deb(work, {"Package": "rocminfo", "Version": "5.7.1-3build1",
-                         "Maintainer": "Ubuntu Developers <ubuntu-devel-discuss@lists.ubuntu.com>",
-                         "Original-Maintainer": "Debian ROCm Team <debian-ai@lists.debian.org>"}),
-        build_deb(work, {"Package": "hipcc", "Version": "1.1.1.70204-93~24.04",
-                         "Maintainer": "ROCm Dev Support <rocm-dev.support@amd.com>"}),
-        build_deb(work, {"Package": "rocblas", "Version": "5.2.0.70204-93~24.04",
-                         "Maintainer": "ROCm Dev Support <rocm-dev.support@amd.com>"}),
+        build_deb(
+            work,
+            {
+                "Package": "rocminfo",
+                "Version": "5.7.1-3build1",
+                "Maintainer": "Ubuntu Developers <ubuntu-devel-discuss@lists.ubuntu.com>",
+                "Original-Maintainer": "Debian ROCm Team <debian-ai@lists.debian.org>",
+            },
+        ),
+        build_deb(
+            work,
+            {
+                "Package": "hipcc",
+                "Version": "1.1.1.70204-93~24.04",
+                "Maintainer": "ROCm Dev Support <rocm-dev.support@amd.com>",
+            },
+        ),
+        build_deb(
+            work,
+            {
+                "Package": "rocblas",
+                "Version": "5.2.0.70204-93~24.04",
+                "Maintainer": "ROCm Dev Support <rocm-dev.support@amd.com>",
+            },
+        ),
         # Same maintainer list as ROCm, not ROCm: never a stray.
-        build_deb(work, {"Package": "libonnx1", "Source": "onnx",
-                         "Maintainer": "Debian Deep Learning Team <debian-ai@lists.debian.org>"}),
+        build_deb(
+            work,
+            {
+                "Package": "libonnx1",
+                "Source": "onnx",
+                "Maintainer": "Debian Deep Learning Team <debian-ai@lists.debian.org>",
+            },
+        ),
         # Removed with its conffile left behind (state config-files): no files, not a stray.
-        build_deb(work, {"Package": "rocm-smi", "Source": "rocm-smi-lib"}, {"/etc/rocm-smi.conf": b"x\n"},
-                  conffiles=("/etc/rocm-smi.conf",)),
+        build_deb(
+            work,
+            {"Package": "rocm-smi", "Source": "rocm-smi-lib"},
+            {"/etc/rocm-smi.conf": b"x\n"},
+            conffiles=("/etc/rocm-smi.conf",),
+        ),
         build_deb(work, {"Package": "librocrand1", "Source": "rocrand", "Version": "5.7.1-6"}),
     ]
     done = scratch.install(*debs)
@@ -156,7 +220,11 @@ def scratch_system(tmp_path_factory):
 
 def test_scratch_strays_are_exactly_the_distro_rocm_ones(scratch_system):
     assert set(by_name(find_strays(scratch_system))) == {
-        "libhsa-runtime64-1", "libamdhip64-5", "librocm-smi64-1", "rocminfo", "librocrand1"
+        "libhsa-runtime64-1",
+        "libamdhip64-5",
+        "librocm-smi64-1",
+        "rocminfo",
+        "librocrand1",
     }
 
 
@@ -184,7 +252,9 @@ def test_dependents_alternatives_and_virtual_packages(scratch_system):
     smi = strays["librocm-smi64-1"]
     (dependent,) = smi.dependents
     assert (dependent.package, dependent.relation, dependent.alternatives) == (
-        "smi-user", "librocm-smi64-1 | smi-shim", ("smi-shim:amd64",)
+        "smi-user",
+        "librocm-smi64-1 | smi-shim",
+        ("smi-shim:amd64",),
     )
     assert smi.needed_by == () and not dependent.needs_it
     assert strays["libamdhip64-5"].pulled_in_by == ("libucx0",)
@@ -198,8 +268,9 @@ def test_libraries_behind_an_absolute_directory_symlink_of_the_image(tmp_path):
     (root / "var/lib/dpkg/info").mkdir(parents=True)
     (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
     (root / "lib").symlink_to("/usr/lib")
-    ElfBuilder(tmp_path / "elf").lib("../image/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1.5.0",
-                                     soname="libhsa-runtime64.so.1")
+    ElfBuilder(tmp_path / "elf").lib(
+        "../image/usr/lib/x86_64-linux-gnu/libhsa-runtime64.so.1.5.0", soname="libhsa-runtime64.so.1"
+    )
     (root / "var/lib/dpkg/status").write_text(
         "Package: libhsa-runtime64-1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 5.2.3-3\n"
         "Source: rocr-runtime\n"
@@ -249,19 +320,31 @@ def test_cli_exit_codes(scratch_system, tmp_path):
 
 # --- real Debian roots, packages pulled in by apt ----------------------------------------------------------------------
 
+
 @pytest.mark.slow
 @pytest.mark.root
-@pytest.mark.parametrize("suite, packages, expected", [
-    ("bookworm", ("slurm-wlm-rsmi-plugin", "librocsparse0"), {
-        "librocm-smi64-1": ("slurm-wlm-rsmi-plugin", ("librocm_smi64.so.1",)),
-        "libhsa-runtime64-1": ("libamdhip64-5", ("libhsa-runtime64.so.1",)),
-        "libamdhip64-5": ("librocsparse0", ()),
-    }),
-    ("trixie", ("libucx0",), {
-        "libamdhip64-5": ("libucx0", ()),
-        "libhsa-runtime64-1": ("libucx0", ("libhsa-runtime64.so.1",)),
-    }),
-])
+@pytest.mark.parametrize(
+    "suite, packages, expected",
+    [
+        (
+            "bookworm",
+            ("slurm-wlm-rsmi-plugin", "librocsparse0"),
+            {
+                "librocm-smi64-1": ("slurm-wlm-rsmi-plugin", ("librocm_smi64.so.1",)),
+                "libhsa-runtime64-1": ("libamdhip64-5", ("libhsa-runtime64.so.1",)),
+                "libamdhip64-5": ("librocsparse0", ()),
+            },
+        ),
+        (
+            "trixie",
+            ("libucx0",),
+            {
+                "libamdhip64-5": ("libucx0", ()),
+                "libhsa-runtime64-1": ("libucx0", ("libhsa-runtime64.so.1",)),
+            },
+        ),
+    ],
+)
 def test_real_roots(suite, packages, expected):
     from tests.support.debian_roots import image
 

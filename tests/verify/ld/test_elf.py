@@ -34,12 +34,22 @@ def readelf_dynamic(path) -> dict:
 
 
 def test_reads_what_readelf_reads(b):
-    path = b.lib("d/libfull.so", soname="libfull.so.7", needed=["libone.so", "$ORIGIN/two.so", "libthree.so.3"],
-                 runpath="$ORIGIN:/opt/x", nodeflib=True)
+    path = b.lib(
+        "d/libfull.so",
+        soname="libfull.so.7",
+        needed=["libone.so", "$ORIGIN/two.so", "libthree.so.3"],
+        runpath="$ORIGIN:/opt/x",
+        nodeflib=True,
+    )
     info = read_elf(str(path))
     expected = readelf_dynamic(path)
     assert (info.needed, info.soname, info.rpath, info.runpath, info.nodeflib) == (
-        expected["needed"], expected["soname"], expected["rpath"], expected["runpath"], expected["nodeflib"])
+        expected["needed"],
+        expected["soname"],
+        expected["rpath"],
+        expected["runpath"],
+        expected["nodeflib"],
+    )
     assert info.needed[:3] == ("libone.so", "$ORIGIN/two.so", "libthree.so.3") and info.nodeflib
     assert (info.elf_class, info.machine, info.e_type, info.little_endian) == (64, EM_X86_64, "ET_DYN", True)
 
@@ -72,17 +82,24 @@ def test_many_system_libraries_match_readelf():
             continue  # linker scripts such as libc.so
         expected = readelf_dynamic(path)
         assert (info.needed, info.soname, info.rpath, info.runpath) == (
-            expected["needed"], expected["soname"], expected["rpath"], expected["runpath"]), path
+            expected["needed"],
+            expected["soname"],
+            expected["rpath"],
+            expected["runpath"],
+        ), path
         compared += 1
     assert compared > 50
 
 
-@pytest.mark.parametrize("what, content", [
-    ("empty", b""),
-    ("text", b"INPUT(-lfoo)\n"),
-    ("magic only", b"\x7fELF"),
-    ("bad class", b"\x7fELF\x07\x01\x01" + b"\0" * 60),
-])
+@pytest.mark.parametrize(
+    "what, content",
+    [
+        ("empty", b""),
+        ("text", b"INPUT(-lfoo)\n"),
+        ("magic only", b"\x7fELF"),
+        ("bad class", b"\x7fELF\x07\x01\x01" + b"\0" * 60),
+    ],
+)
 def test_not_elf_is_one_error_naming_the_file(tmp_path, what, content):
     path = tmp_path / "libbad.so"
     path.write_bytes(content)
@@ -224,8 +241,14 @@ def _capped_ldd(path) -> subprocess.CompletedProcess:
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    return subprocess.run([sys.executable, "-m", "verify", "ldd", str(path)], cwd=REPO, preexec_fn=cap,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "verify", "ldd", str(path)],
+        cwd=REPO,
+        preexec_fn=cap,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("size", [1 << 32, 1 << 36, 1 << 40], ids=["4GiB", "64GiB", "1TiB"])
@@ -244,8 +267,10 @@ def test_a_sparse_file_claiming_gigabytes_is_a_finding_not_a_memory_error(b, tmp
     assert path.stat().st_size > size and path.stat().st_blocks * 512 < 1 << 20  # really sparse
     with pytest.raises(ElfError) as caught:
         read_elf(str(path))
-    assert str(caught.value) == (f"{path}: {segment} at offset {caught.value.reason.split()[3]} claims {size} bytes, "
-                                 f"more than any real one (limit {limit} bytes): corrupt or hostile, not read")
+    assert str(caught.value) == (
+        f"{path}: {segment} at offset {caught.value.reason.split()[3]} claims {size} bytes, "
+        f"more than any real one (limit {limit} bytes): corrupt or hostile, not read"
+    )
     done = _capped_ldd(path)
     assert done.returncode == 2 and "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
     assert done.stderr.splitlines() == [f"verify ldd: {caught.value} (give an ELF executable or shared library)"]
@@ -260,13 +285,16 @@ def test_a_sparse_library_among_the_dependencies_is_a_finding_of_the_analysis(b,
     assert "\tlibsparse.so => error: " in done.stdout and "claims 68719476736 bytes" in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
-    ("chardev", "is a character device, not a regular file"),
-    ("symlink to /dev/zero", "is a character device, not a regular file"),
-    ("socket", "is a socket, not a regular file"),
-    ("directory", "is a directory, not an ELF file"),
-])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("fifo", "is a FIFO (a named pipe: opening it would block), not a regular file"),
+        ("chardev", "is a character device, not a regular file"),
+        ("symlink to /dev/zero", "is a character device, not a regular file"),
+        ("socket", "is a socket, not a regular file"),
+        ("directory", "is a directory, not an ELF file"),
+    ],
+)
 def test_a_file_that_is_not_regular_is_never_read_and_is_one_error(tmp_path, kind, words):
     """Issue 9 finding 5: a FIFO where a library should be blocked the reader (as root) for ever."""
     import os
@@ -289,17 +317,21 @@ def test_the_numbers_this_module_names_are_pyelftools_and_the_gabis():
 
     assert (elf.EM_X86_64, elf.EM_386) == (ENUM_E_MACHINE["EM_X86_64"], ENUM_E_MACHINE["EM_386"])
     assert (elf._PT_LOAD, elf._PT_DYNAMIC, elf._PT_INTERP) == tuple(
-        ENUM_P_TYPE_BASE[name] for name in ("PT_LOAD", "PT_DYNAMIC", "PT_INTERP"))
+        ENUM_P_TYPE_BASE[name] for name in ("PT_LOAD", "PT_DYNAMIC", "PT_INTERP")
+    )
 
 
 def test_pyelftools_is_imported_on_the_first_parse_not_with_the_module(b):
     """Issue 12: the strays scan (the deploy's strays fact, the apt hook) imports this module for its types and, on a
     host with no stray library, parses no file — importing pyelftools was half of its CPU."""
     library = b.lib("d/liblazy.so", soname="liblazy.so")
-    program = ("import sys\n"
-               "import verify.debian.strays, verify.ld.fsview, verify.ld.elf as elf\n"
-               "assert not [m for m in sys.modules if m.startswith('elftools')], 'imported with the module'\n"
-               "assert elf.read_elf(sys.argv[1]).soname == 'liblazy.so'\n"
-               "assert 'elftools.elf.structs' in sys.modules\n")
-    subprocess.run([sys.executable, "-I", "-c", program, str(library)], check=True, cwd=REPO,
-                   env={"PYTHONPATH": str(REPO)})
+    program = (
+        "import sys\n"
+        "import verify.debian.strays, verify.ld.fsview, verify.ld.elf as elf\n"
+        "assert not [m for m in sys.modules if m.startswith('elftools')], 'imported with the module'\n"
+        "assert elf.read_elf(sys.argv[1]).soname == 'liblazy.so'\n"
+        "assert 'elftools.elf.structs' in sys.modules\n"
+    )
+    subprocess.run(
+        [sys.executable, "-I", "-c", program, str(library)], check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}
+    )

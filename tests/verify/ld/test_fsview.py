@@ -62,8 +62,11 @@ def test_image_analysis_equals_the_loader_running_inside_the_image(tmp_path):
     _, image = make_image(tmp_path)
     subprocess.run(["ldconfig", "-X", "-r", image], check=True, capture_output=True)
     # `ld.so --list` is what ldd runs; the environment variable would make the host loader trace chroot itself.
-    traced = subprocess.run([shutil.which("chroot") or "/usr/sbin/chroot", image, "/lib64/ld-linux-x86-64.so.2",
-                             "--list", "/usr/bin/prog"], capture_output=True, text=True)
+    traced = subprocess.run(
+        [shutil.which("chroot") or "/usr/sbin/chroot", image, "/lib64/ld-linux-x86-64.so.2", "--list", "/usr/bin/prog"],
+        capture_output=True,
+        text=True,
+    )
     expected = parse_ldd_output(traced.stdout)
     assert traced.returncode == 0 and expected, traced.stdout + traced.stderr
     result = Analyser(image).resolve("/usr/bin/prog")

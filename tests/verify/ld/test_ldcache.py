@@ -43,8 +43,15 @@ def build(tmp_path, dirs, fmt="new"):
 @pytest.fixture
 def hwcaps_dir(tmp_path):
     b = ElfBuilder(tmp_path)
-    for sub in ("", "glibc-hwcaps/x86-64-v2/", "glibc-hwcaps/x86-64-v3/", "glibc-hwcaps/x86-64-v4/", "tls/",
-                "haswell/", "x86_64/"):
+    for sub in (
+        "",
+        "glibc-hwcaps/x86-64-v2/",
+        "glibc-hwcaps/x86-64-v3/",
+        "glibc-hwcaps/x86-64-v4/",
+        "tls/",
+        "haswell/",
+        "x86_64/",
+    ):
         b.lib(f"c/{sub}libh.so.1", soname="libh.so.1")
     b.lib("c/libplain.so.2", soname="libplain.so.2")
     return tmp_path / "c"
@@ -69,11 +76,14 @@ def test_old_format_block_in_front_is_skipped(tmp_path, hwcaps_dir):
     assert [(e.name, e.path) for e in combined.entries] == [(e.name, e.path) for e in parse_ld_cache(new).entries]
 
 
-@pytest.mark.parametrize("levels, expected", [
-    (("x86-64-v4", "x86-64-v3", "x86-64-v2"), "glibc-hwcaps/x86-64-v4/"),
-    (("x86-64-v3", "x86-64-v2"), "glibc-hwcaps/x86-64-v3/"),
-    (("x86-64-v2",), "glibc-hwcaps/x86-64-v2/"),
-])
+@pytest.mark.parametrize(
+    "levels, expected",
+    [
+        (("x86-64-v4", "x86-64-v3", "x86-64-v2"), "glibc-hwcaps/x86-64-v4/"),
+        (("x86-64-v3", "x86-64-v2"), "glibc-hwcaps/x86-64-v3/"),
+        (("x86-64-v2",), "glibc-hwcaps/x86-64-v2/"),
+    ],
+)
 def test_lookup_takes_the_best_supported_hwcaps_level(tmp_path, hwcaps_dir, levels, expected):
     cache = read_ld_cache(str(build(tmp_path, [hwcaps_dir])))
     platform = LoaderPlatform(hwcaps=levels, isa_level=len(levels))

@@ -41,6 +41,7 @@ def request(image: m.ProcessImage, name: str, requester=None) -> m.Request:
 
 # --- libtree's scenarios -------------------------------------------------------------------------------------------
 
+
 def test_origin_in_rpath_and_runpath(b):
     b.lib("a/sub1/libx.so", soname="libx.so")
     b.lib("a/sub2/liby.so", soname="liby.so")
@@ -131,6 +132,7 @@ def test_rpath_directories_are_searched_in_order(b):
 
 # --- further glibc rules ---------------------------------------------------------------------------------------------
 
+
 def test_runpath_is_not_inherited_by_dependencies(b):
     b.lib("u/libleaf.so", soname="libleaf.so")
     b.lib("m/libmid.so", soname="libmid.so", needed=["libleaf.so"])
@@ -148,8 +150,11 @@ def test_rpath_chain_continues_through_an_object_with_runpath(b):
     top = b.lib("t/libtop.so", needed=["libr.so"], rpath=f"{b.path('r')}:{b.path('q')}")
     image = like_ldd(top)
     by_runpath_object = request(image, "libq.so", b.path("r/libr.so"))
-    assert by_runpath_object.outcome == m.NOT_FOUND or by_runpath_object.found_via is None or \
-        by_runpath_object.found_via.kind not in (m.RPATH, m.RPATH_INHERITED)
+    assert (
+        by_runpath_object.outcome == m.NOT_FOUND
+        or by_runpath_object.found_via is None
+        or by_runpath_object.found_via.kind not in (m.RPATH, m.RPATH_INHERITED)
+    )
     grandchild = [r for r in image.requests if r.name == "libq.so" and r.requester == str(b.path("n/libn.so"))]
     first = request(image, "libq.so")
     assert first.requester == str(b.path("r/libr.so")) and first.outcome == m.NOT_FOUND
@@ -191,8 +196,9 @@ def test_lib_and_platform_tokens(b):
     platform = detect_platform()
     b.lib(f"base/{platform.lib}/liblt.so", soname="liblt.so")
     b.lib(f"base/{platform.platform}/libpt.so", soname="libpt.so")
-    top = b.lib("t/libtop.so", needed=["liblt.so", "libpt.so"],
-                runpath=f"{b.path('base')}/$LIB:{b.path('base')}/${{PLATFORM}}")
+    top = b.lib(
+        "t/libtop.so", needed=["liblt.so", "libpt.so"], runpath=f"{b.path('base')}/$LIB:{b.path('base')}/${{PLATFORM}}"
+    )
     image = like_ldd(top)
     assert request(image, "liblt.so").found and request(image, "libpt.so").found
 
@@ -270,6 +276,7 @@ def test_the_executables_rpath_applies_to_lookups_of_objects_without_paths(b):
 
 # --- dlopen, against a real process ------------------------------------------------------------------------------------
 
+
 def model_objects(image: m.ProcessImage) -> list[str]:
     return [o.path for o in image.objects if o.how != m.MAIN_PROGRAM]
 
@@ -280,8 +287,7 @@ def test_dlopen_binds_a_later_library_to_an_already_loaded_soname(b):
     b.lib("torchlib/libhip-like.so", soname="libhip-like.so.3")
     b.lib("sys/libhip-like.so.3", soname="libhip-like.so.3")
     first = b.lib("torchlib/libfirst.so", soname="libfirst.so", needed=["libhip-like.so"], runpath="$ORIGIN")
-    second = b.lib("bnb/libsecond.so", soname="libsecond.so", needed=["libhip-like.so.3"],
-                   runpath=str(b.path("sys")))
+    second = b.lib("bnb/libsecond.so", soname="libsecond.so", needed=["libhip-like.so.3"], runpath=str(b.path("sys")))
     prog = b.dlopen_program("bin/opener")
     objects, errors, stderr = loaded_by_program(prog, [str(first), str(second)])
     assert not errors, stderr
@@ -300,8 +306,9 @@ def test_dlopen_by_bare_name_searches_the_callers_paths_but_starts_a_new_chain(b
     b.lib("x/libdepx.so", soname="libdepx.so")
     b.lib("y/libbyname.so", soname="libbyname.so", needed=["libdepx.so"])
     b.lib("z/libfine.so", soname="libfine.so")
-    prog = b.dlopen_program("bin/opener", caller_library="c/libcaller.so",
-                            rpath=f"{b.path('x')}:{b.path('y')}:{b.path('z')}")
+    prog = b.dlopen_program(
+        "bin/opener", caller_library="c/libcaller.so", rpath=f"{b.path('x')}:{b.path('y')}:{b.path('z')}"
+    )
     objects, errors, stderr = loaded_by_program(prog, ["lib:libfine.so", "lib:libbyname.so"])
     assert errors == ["libdepx.so: cannot open shared object file: No such file or directory"], stderr
     caller = str(b.path("c/libcaller.so"))
@@ -325,15 +332,19 @@ def test_dlopen_of_a_path_then_of_its_soname_maps_nothing_new(b):
 
 # --- ld.so.cache, with a cache built by ldconfig, and the real loader reading it in a private mount namespace --------
 
+
 def ldd_with_cache(cache, path) -> tuple[list[str], str]:
     """Real ldd while /etc/ld.so.cache is `cache` (bind-mounted in a private mount namespace that dies with it)."""
     import subprocess
 
     from verify.ld.lddview import parse_ldd_output
 
-    script = f'mount --bind "$0" /etc/ld.so.cache && exec ldd "$1"'
-    result = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(cache), str(path)],
-                            capture_output=True, text=True)
+    script = 'mount --bind "$0" /etc/ld.so.cache && exec ldd "$1"'
+    result = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script, str(cache), str(path)],
+        capture_output=True,
+        text=True,
+    )
     return parse_ldd_output(result.stdout), result.stdout + result.stderr
 
 
@@ -347,8 +358,9 @@ def build_cache(b: ElfBuilder, dirs: list[str]):
     return cache
 
 
-root_and_unshare = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                      reason="needs root and unshare to show the loader a test cache")
+root_and_unshare = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare to show the loader a test cache"
+)
 
 
 @pytest.mark.root

@@ -23,25 +23,31 @@ V3 = V2 | {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe"}
 V4 = V3 | {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}
 
 
-@pytest.mark.parametrize("flags, levels", [
-    (BASE, ()),
-    (V2, ("x86-64-v2",)),
-    (V3, ("x86-64-v3", "x86-64-v2")),
-    (V4, ("x86-64-v4", "x86-64-v3", "x86-64-v2")),
-    (V4 - {"pni"}, ()),  # each level needs all below it
-    (V3 - {"movbe"}, ("x86-64-v2",)),
-])
+@pytest.mark.parametrize(
+    "flags, levels",
+    [
+        (BASE, ()),
+        (V2, ("x86-64-v2",)),
+        (V3, ("x86-64-v3", "x86-64-v2")),
+        (V4, ("x86-64-v4", "x86-64-v3", "x86-64-v2")),
+        (V4 - {"pni"}, ()),  # each level needs all below it
+        (V3 - {"movbe"}, ("x86-64-v2",)),
+    ],
+)
 def test_hwcaps_levels(flags, levels):
     assert hwcaps_for(CpuFacts("AuthenticAMD", frozenset(flags))) == levels
 
 
-@pytest.mark.parametrize("vendor, flags, platform, hwcaps", [
-    ("GenuineIntel", V4, "haswell", ("x86_64", "avx512_1")),
-    ("GenuineIntel", V3, "haswell", ("x86_64",)),
-    ("GenuineIntel", V2, "x86_64", ("x86_64",)),
-    ("GenuineIntel", V4 | {"avx512er", "avx512pf"}, "xeon_phi", ("x86_64",)),
-    ("AuthenticAMD", V4, "x86_64", ("x86_64",)),  # glibc sets haswell/xeon_phi and avx512_1 only on Intel
-])
+@pytest.mark.parametrize(
+    "vendor, flags, platform, hwcaps",
+    [
+        ("GenuineIntel", V4, "haswell", ("x86_64", "avx512_1")),
+        ("GenuineIntel", V3, "haswell", ("x86_64",)),
+        ("GenuineIntel", V2, "x86_64", ("x86_64",)),
+        ("GenuineIntel", V4 | {"avx512er", "avx512pf"}, "xeon_phi", ("x86_64",)),
+        ("AuthenticAMD", V4, "x86_64", ("x86_64",)),  # glibc sets haswell/xeon_phi and avx512_1 only on Intel
+    ],
+)
 def test_platform_and_legacy_hwcaps(vendor, flags, platform, hwcaps):
     assert platform_for(CpuFacts(vendor, frozenset(flags))) == (platform, hwcaps)
 
@@ -55,8 +61,11 @@ def test_this_machine_matches_ld_so_help():
     platform = detect_platform()
     supported = re.findall(r"^\s+(x86-64-v\d) \(supported, searched\)", help_text, re.M)
     assert list(platform.hwcaps) == supported
-    legacy = re.findall(r"^\s+(\S+) \((?:AT_PLATFORM; )?supported, searched\)", help_text.split("Legacy HWCAP")[1],
-                        re.M) if "Legacy HWCAP" in help_text else []
+    legacy = (
+        re.findall(r"^\s+(\S+) \((?:AT_PLATFORM; )?supported, searched\)", help_text.split("Legacy HWCAP")[1], re.M)
+        if "Legacy HWCAP" in help_text
+        else []
+    )
     at_platform = re.search(r"^\s+(\S+) \(AT_PLATFORM", help_text, re.M)
     if at_platform:
         assert platform.platform == at_platform.group(1)
@@ -73,8 +82,9 @@ def test_subdirectory_order_is_what_the_loader_tries(tmp_path):
     b = ElfBuilder(tmp_path)
     top = b.lib("t/libtop.so", needed=["libnothere.so"], runpath=str(tmp_path / "nodir"))
     out = subprocess.run(["ldd", str(top)], capture_output=True, text=True, env={"LD_DEBUG": "libs"})
-    tried = re.findall(r"trying file=" + re.escape(str(tmp_path / "nodir")) + r"/(.*)libnothere\.so",
-                       out.stdout + out.stderr)
+    tried = re.findall(
+        r"trying file=" + re.escape(str(tmp_path / "nodir")) + r"/(.*)libnothere\.so", out.stdout + out.stderr
+    )
     assert tried and tuple(tried[: len(detect_platform().subdirs)]) == detect_platform().subdirs
 
 
@@ -105,7 +115,11 @@ def test_glibc_2_37_image_has_no_legacy_subdirs(tmp_path):
 
 def test_legacy_combinations_follow_glibc_2_36_order():
     platform = LoaderPlatform(hwcaps=(), platform="haswell", legacy_hwcaps=("x86_64", "avx512_1"))
-    assert platform.subdirs[:4] == ("tls/haswell/avx512_1/x86_64/", "tls/haswell/avx512_1/", "tls/haswell/x86_64/",
-                                    "tls/haswell/")
+    assert platform.subdirs[:4] == (
+        "tls/haswell/avx512_1/x86_64/",
+        "tls/haswell/avx512_1/",
+        "tls/haswell/x86_64/",
+        "tls/haswell/",
+    )
     assert platform.subdirs[-3:] == ("avx512_1/", "x86_64/", "")
     assert len(platform.subdirs) == 16

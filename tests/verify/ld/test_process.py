@@ -70,8 +70,9 @@ def model(venv, observed):
 def test_predicted_objects_equal_what_the_process_maps(observed, model):
     _, mapped = observed
     predicted = {os.path.realpath(o.path) for o in model.objects}
-    assert predicted == mapped, (f"only predicted: {sorted(predicted - mapped)}\n"
-                                 f"only mapped: {sorted(mapped - predicted)}")
+    assert predicted == mapped, (
+        f"only predicted: {sorted(predicted - mapped)}\nonly mapped: {sorted(mapped - predicted)}"
+    )
     assert len(mapped) > 50 and not model.missing
 
 
@@ -81,8 +82,11 @@ def test_bitsandbytes_libgomp_binds_to_torchs_copy(venv, model):
     site = site_packages(venv)
     bnb = str(site / "bitsandbytes" / "libbitsandbytes_cpu.so")
     torch_gomp = os.path.realpath(site / "torch" / "lib" / "libgomp.so.1")
-    bound = [r for r in model.requests if r.name == "libgomp.so.1" and r.requester and
-             os.path.realpath(r.requester) == os.path.realpath(bnb)]
+    bound = [
+        r
+        for r in model.requests
+        if r.name == "libgomp.so.1" and r.requester and os.path.realpath(r.requester) == os.path.realpath(bnb)
+    ]
     assert bound, "the model never loaded bitsandbytes' CPU library"
     assert bound[0].outcome == m.ALREADY_LOADED and os.path.realpath(bound[0].path) == torch_gomp
     alone = Analyser().resolve(bnb)  # what ldd says for the file on its own
@@ -95,8 +99,17 @@ def test_process_subcommand_shows_the_binding(venv, observed):
     import json
 
     dlopens, _ = observed
-    argv = [sys.executable, "-m", "verify", "process", "--exe", str(venv / "bin" / "python"), "--json",
-            "--library-path", ""]
+    argv = [
+        sys.executable,
+        "-m",
+        "verify",
+        "process",
+        "--exe",
+        str(venv / "bin" / "python"),
+        "--json",
+        "--library-path",
+        "",
+    ]
     for call in dlopens:
         argv += ["--dlopen-from", call.caller, call.name] if call.caller else ["--dlopen", call.name]
     result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)

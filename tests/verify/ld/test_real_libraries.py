@@ -86,7 +86,8 @@ def test_every_library_in_the_bitsandbytes_wheel(torch_cpu_site):
 @pytest.mark.slow
 def test_every_library_of_torch(torch_cpu_site):
     paths = shared_objects(str(torch_cpu_site / "torch" / "lib" / "*.so*")) + shared_objects(
-        str(torch_cpu_site / "torch" / "*.so"))
+        str(torch_cpu_site / "torch" / "*.so")
+    )
     compared, differences = compare_with_ldd(paths)
     assert not differences, "\n".join(differences[:10])
     assert compared == len(set(map(os.path.realpath, paths)))

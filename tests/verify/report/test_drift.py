@@ -103,8 +103,12 @@ def test_purging_it_again_is_stated_as_cleared(reports):
 def test_an_upgrade_of_a_stray_is_a_change_not_a_worsening(reports):
     drift = compare_reports(reports["rsmi"], reports["rsmi_upgraded"])
     assert drift.changes == (
-        Change(CHANGED, LINKAGE, "librocm_smi64.so.1 at /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 now comes from "
-                                 "librocm-smi64-1 6.1.2-1 (distro) instead of librocm-smi64-1 5.2.3-2 (distro)"),
+        Change(
+            CHANGED,
+            LINKAGE,
+            "librocm_smi64.so.1 at /usr/lib/x86_64-linux-gnu/librocm_smi64.so.1 now comes from "
+            "librocm-smi64-1 6.1.2-1 (distro) instead of librocm-smi64-1 5.2.3-2 (distro)",
+        ),
         Change(CHANGED, STRAYS, "stray package librocm-smi64-1 is now 6.1.2-1 (was 5.2.3-2)"),
     )
 
@@ -143,8 +147,14 @@ def test_a_report_without_a_process_model_falls_back_to_the_checks_status(report
     """The bitsandbytes package directory gone (its dist-info left): the check stops before modelling the process,
     so there are no library lines to compare — the check's own status line says what moved."""
     drift = compare_reports(reports["provisioned"], reports["no_bnb"])
-    assert drift.changes == (Change(WORSE, CHECKS, "linkage.static: warn → fail — bitsandbytes is not installed in "
-                                                   "/opt/rocm-fleet/venv — pip install bitsandbytes==0.50.1"),)
+    assert drift.changes == (
+        Change(
+            WORSE,
+            CHECKS,
+            "linkage.static: warn → fail — bitsandbytes is not installed in "
+            "/opt/rocm-fleet/venv — pip install bitsandbytes==0.50.1",
+        ),
+    )
 
 
 def test_nothing_changed_says_so(reports):
@@ -166,12 +176,14 @@ def test_summary_and_json(reports):
 
 
 def test_the_order_is_worse_then_better_then_changed():
-    drift = Drift("b", "pass", "fail", (Change(CHANGED, VERSIONS, "c"), Change(BETTER, STRAYS, "b"),
-                                        Change(WORSE, LINKAGE, "w")))
+    drift = Drift(
+        "b", "pass", "fail", (Change(CHANGED, VERSIONS, "c"), Change(BETTER, STRAYS, "b"), Change(WORSE, LINKAGE, "w"))
+    )
     assert drift.lines() == ["worse: w", "better: b", "changed: c"]
 
 
 # --- kernels and boots (schema 2) ------------------------------------------------------------------------------------
+
 
 def _kernel_report(*, running, installed, without=(), driver="pass", driver_reason="ok", boot=None):
     """A report with these kernel facts and a kernel.driver check — shaped as verify/checks/registry.py writes them
@@ -182,55 +194,85 @@ def _kernel_report(*, running, installed, without=(), driver="pass", driver_reas
     from verify.report.report import BootCheckFacts, CheckResult, KernelFacts
 
     nxt = installed[-1] if installed else None
-    kernel = KernelFacts(running=running, next_boot=nxt, reboot_pending=nxt != running, amdgpu_loaded=driver == "pass",
-                         running_has_amdgpu=running not in without, next_boot_has_amdgpu=nxt not in without,
-                         installed=tuple(installed), without_amdgpu=tuple(without))
+    kernel = KernelFacts(
+        running=running,
+        next_boot=nxt,
+        reboot_pending=nxt != running,
+        amdgpu_loaded=driver == "pass",
+        running_has_amdgpu=running not in without,
+        next_boot_has_amdgpu=nxt not in without,
+        installed=tuple(installed),
+        without_amdgpu=tuple(without),
+    )
     report = sample(checks=[CheckResult("kernel.driver", "amdgpu", driver, driver_reason)])
-    facts = replace(report.facts, kernel=kernel,
-                    boot_check=BootCheckFacts(*boot) if boot else None)
+    facts = replace(report.facts, kernel=kernel, boot_check=BootCheckFacts(*boot) if boot else None)
     return Report.from_json(replace(report, facts=facts).to_json())
 
 
 def test_a_kernel_installed_without_amdgpu_is_worse_and_says_the_gpu_goes_at_the_next_boot():
     before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"])
-    after = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
-                           without=["6.8.0-51-generic"])
+    after = _kernel_report(
+        running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"], without=["6.8.0-51-generic"]
+    )
     drift = compare_reports(before, after)
-    assert drift.lines() == ["worse: kernel 6.8.0-51-generic was installed without amdgpu.ko: it boots next — after "
-                             "the next reboot the GPU is gone"]
+    assert drift.lines() == [
+        "worse: kernel 6.8.0-51-generic was installed without amdgpu.ko: it boots next — after "
+        "the next reboot the GPU is gone"
+    ]
     good = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"])
-    assert compare_reports(before, good).lines() == ["changed: kernel 6.8.0-51-generic was installed (amdgpu.ko present)"]
+    assert compare_reports(before, good).lines() == [
+        "changed: kernel 6.8.0-51-generic was installed (amdgpu.ko present)"
+    ]
 
 
 def test_a_reboot_into_a_kernel_without_the_driver_says_the_gpu_is_gone():
-    before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
-                            without=["6.8.0-51-generic"])
-    reason = "the running kernel 6.8.0-51-generic has no amdgpu.ko — apt-get install linux-modules-extra-6.8.0-51-generic"
-    after = _kernel_report(running="6.8.0-51-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"],
-                           without=["6.8.0-51-generic"], driver="fail", driver_reason=reason)
+    before = _kernel_report(
+        running="6.8.0-49-generic", installed=["6.8.0-49-generic", "6.8.0-51-generic"], without=["6.8.0-51-generic"]
+    )
+    reason = (
+        "the running kernel 6.8.0-51-generic has no amdgpu.ko — apt-get install linux-modules-extra-6.8.0-51-generic"
+    )
+    after = _kernel_report(
+        running="6.8.0-51-generic",
+        installed=["6.8.0-49-generic", "6.8.0-51-generic"],
+        without=["6.8.0-51-generic"],
+        driver="fail",
+        driver_reason=reason,
+    )
     lines = compare_reports(before, after).lines()
     assert lines == [f"worse: after the reboot into 6.8.0-51-generic the GPU is gone: {reason}"]
 
 
 def test_a_new_boot_checks_result_is_stated_and_a_failed_one_is_worse():
     reason = "kernel.driver: the running kernel 6.8.0-51-generic has no amdgpu.ko — apt-get install …"
-    before = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"],
-                            boot=("boot-a", "6.8.0-49-generic", "2026-12-01T08:00:00Z", "pass", "all 14 checks passed"))
-    after = _kernel_report(running="6.8.0-49-generic", installed=["6.8.0-49-generic"],
-                           boot=("boot-b", "6.8.0-51-generic", "2026-12-02T08:00:00Z", "fail", reason))
+    before = _kernel_report(
+        running="6.8.0-49-generic",
+        installed=["6.8.0-49-generic"],
+        boot=("boot-a", "6.8.0-49-generic", "2026-12-01T08:00:00Z", "pass", "all 14 checks passed"),
+    )
+    after = _kernel_report(
+        running="6.8.0-49-generic",
+        installed=["6.8.0-49-generic"],
+        boot=("boot-b", "6.8.0-51-generic", "2026-12-02T08:00:00Z", "fail", reason),
+    )
     assert compare_reports(before, after).lines() == [
         "worse: after the reboot into 6.8.0-51-generic the GPU is gone: the running kernel 6.8.0-51-generic has no "
-        "amdgpu.ko — apt-get install … (checked 2026-12-02T08:00:00Z)"]
+        "amdgpu.ko — apt-get install … (checked 2026-12-02T08:00:00Z)"
+    ]
     assert compare_reports(after, after).lines() == []  # the same boot: nothing new
 
 
 def test_a_version_1_baseline_is_still_read_and_compared(reports):
     """Reports kept from before schema 2 (reports/last-pass/<host>.json) stay readable: no kernel lines, no crash."""
     document = reports["provisioned"].to_json()
-    old = {**document, "schema_version": 1,
-           "facts": {k: v for k, v in document["facts"].items()
-                     if k not in ("kernel", "apt_pin", "environment", "boot_check")},
-           "checks": [c for c in document["checks"] if not c["id"].startswith(("kernel.", "environment.", "apt."))]}
+    old = {
+        **document,
+        "schema_version": 1,
+        "facts": {
+            k: v for k, v in document["facts"].items() if k not in ("kernel", "apt_pin", "environment", "boot_check")
+        },
+        "checks": [c for c in document["checks"] if not c["id"].startswith(("kernel.", "environment.", "apt."))],
+    }
     baseline = Report.from_json(old)
     assert baseline.facts.kernel is None and baseline.facts.boot_check is None
     drift = compare_reports(baseline, reports["rsmi"])

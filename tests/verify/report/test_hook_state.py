@@ -14,8 +14,9 @@ from verify.report.report import Report, ReportError
 
 def report(verdict: str):
     """A static-only report (what the hook checks) with this verdict."""
-    return sample({"pass": {}, "warn": {"strays": "warn"}, "fail": {"linkage.static": "fail"}}[verdict],
-                  static_only=True)
+    return sample(
+        {"pass": {}, "warn": {"strays": "warn"}, "fail": {"linkage.static": "fail"}}[verdict], static_only=True
+    )
 
 
 def test_a_passing_result_is_kept_as_last_and_as_last_passing(tmp_path):
@@ -37,13 +38,18 @@ def test_nothing_recorded_yet(tmp_path):
     assert HookState(tmp_path / "none").last() is None
 
 
-@pytest.mark.parametrize("content, message", [
-    ("{not json", "is not JSON"),
-    (json.dumps({"kind": "something else"}), "is not an apt hook result"),
-    (json.dumps({"kind": KIND, "version": 99, "report": report("pass").to_json()}),
-     "has format version 99, this verifier reads 1"),
-    (json.dumps({"kind": KIND, "version": 1, "report": {"verdict": "pass"}}), "holds no report"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "is not JSON"),
+        (json.dumps({"kind": "something else"}), "is not an apt hook result"),
+        (
+            json.dumps({"kind": KIND, "version": 99, "report": report("pass").to_json()}),
+            "has format version 99, this verifier reads 1",
+        ),
+        (json.dumps({"kind": KIND, "version": 1, "report": {"verdict": "pass"}}), "holds no report"),
+    ],
+)
 def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, content, message):
     (tmp_path / "last.json").write_text(content)
     with pytest.raises(StateError) as raised:
@@ -52,10 +58,13 @@ def test_a_file_that_is_not_a_result_is_one_line_naming_it(tmp_path, content, me
     assert "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("change", [
-    lambda r: r.update(verdict="pass"),  # a failing check under a passing verdict
-    lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),  # the failing check cut out
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.update(verdict="pass"),  # a failing check under a passing verdict
+        lambda r: r.update(checks=[c for c in r["checks"] if c["status"] != "fail"]),  # the failing check cut out
+    ],
+)
 def test_a_report_that_does_not_prove_a_pass_never_becomes_the_last_passing_one(tmp_path, change):
     state = HookState(tmp_path)
     state.record(HookResult("t1", report("warn")))

@@ -25,8 +25,15 @@ def test_a_kept_report_and_the_results_wrapping_one_are_read_through_the_report_
     found = kept_result("apt_hook", entry(hook))
     assert found.checked_at == "2026-12-01T19:00:00Z" and not found.full and found.label == "apt hook"
     # The boot check's result (its own branch): the same shape, its own kind.
-    boot = {"kind": "rocm-fleet.boot-check-result", "version": 1, "boot_id": "b", "kernel": "6.8.0-51-generic",
-            "previous_kernel": None, "checked_at": "2026-12-01T08:00:00Z", "report": report.to_json()}
+    boot = {
+        "kind": "rocm-fleet.boot-check-result",
+        "version": 1,
+        "boot_id": "b",
+        "kernel": "6.8.0-51-generic",
+        "previous_kernel": None,
+        "checked_at": "2026-12-01T08:00:00Z",
+        "report": report.to_json(),
+    }
     found = kept_result("boot_check", entry(boot))
     assert found.full and found.timestamp == parse_time("2026-12-01T08:00:00Z")
 
@@ -57,8 +64,16 @@ def test_what_is_not_a_report_is_unusable_with_one_line():
 
 def test_one_hosts_answer():
     report = sample({"strays": FAIL})
-    results, unusable, now = kept_results({"now": 1764608400.5, "files": {
-        "verification": entry(report.to_json()), "apt_hook": entry("nonsense"), "boot_check": {"missing": True}}})
+    results, unusable, now = kept_results(
+        {
+            "now": 1764608400.5,
+            "files": {
+                "verification": entry(report.to_json()),
+                "apt_hook": entry("nonsense"),
+                "boot_check": {"missing": True},
+            },
+        }
+    )
     assert list(results) == ["verification"] and results["verification"].report.verdict == FAIL
     assert [u.source for u in unusable] == ["apt_hook"] and now == 1764608400.5
     results, unusable, now = kept_results({"error": "python3: not found"})

@@ -54,14 +54,26 @@ def test_a_symlink_a_fifo_a_directory_and_a_huge_file_are_reported_never_followe
     with open(root / "last.json", "wb") as big:  # not a kept file: read_kept_files' limit is tried below
         big.truncate(101)
     # In a child with a time limit: a reader that opened the FIFO would hang, and the test would fail, not hang.
-    done = subprocess.run([sys.executable, "-I", "-c", "import sys; from verify.report.kept_files import main; "
-                           "sys.exit(main(sys.argv[1:]))", str(root)], capture_output=True, text=True, timeout=30,
-                          cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            "import sys; from verify.report.kept_files import main; sys.exit(main(sys.argv[1:]))",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
     files = json.loads(done.stdout)["files"]
-    assert files["verification"]["error"] == (f"{root}/last-verify.json: a symbolic link (not followed here), not a "
-                                              "regular file")
-    assert files["apt_hook"]["error"] == (f"{root}/apt-hook/last.json: a FIFO (a named pipe: opening it would block), "
-                                          "not a regular file")
+    assert files["verification"]["error"] == (
+        f"{root}/last-verify.json: a symbolic link (not followed here), not a regular file"
+    )
+    assert files["apt_hook"]["error"] == (
+        f"{root}/apt-hook/last.json: a FIFO (a named pipe: opening it would block), not a regular file"
+    )
     assert files["boot_check"]["error"] == f"{root}/boot-check/last.json: a directory, not a regular file"
     assert "secret" not in done.stdout
     (root / "last-verify.json").unlink()
@@ -79,7 +91,7 @@ def test_the_reader_imports_only_the_standard_library():
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         ours = {module for module in imported if module.split(".")[0] == "verify"}
-        assert ours <= set(names[:names.index(name)]), (name, ours)  # only what is sent before it
+        assert ours <= set(names[: names.index(name)]), (name, ours)  # only what is sent before it
         others = {module.split(".")[0] for module in imported - ours}
         assert others <= set(sys.stdlib_module_names) | {"__future__"}, (name, others)
 
@@ -118,12 +130,18 @@ def test_json_text_is_json_dumps_text_for_hostile_text_and_every_plain_type():
     """The status program prints with json_text (no json import on the host): byte for byte what json.dumps gives,
     for text a kept file can hold (every escape, non-ASCII, astral and lone surrogates — a host name from uname(2) is
     decoded with surrogateescape), numbers at the edges and nesting."""
-    text = "".join(chr(c) for c in range(0, 0x800)) + "\U0001F600\udc80\ud800\"\\\u2028\u2029\x7f"
+    text = "".join(chr(c) for c in range(0, 0x800)) + '\U0001f600\udc80\ud800"\\\u2028\u2029\x7f'
     values = [
-        {"hostname": "ws\udcff1", "now": 1796248478.7284958, "files": {
-            "verification": {"path": "/var/lib/rocm-fleet/last-verify.json", "text": text},
-            "apt_hook": {"path": "/x", "missing": True}, "boot_check": {"path": "/y", "error": "/y: a FIFO"}}},
-        [0, -1, 2 ** 70, -0.0, 1e300, 5e-324, 0.1, float("nan"), float("inf"), float("-inf"), True, False, None],
+        {
+            "hostname": "ws\udcff1",
+            "now": 1796248478.7284958,
+            "files": {
+                "verification": {"path": "/var/lib/rocm-fleet/last-verify.json", "text": text},
+                "apt_hook": {"path": "/x", "missing": True},
+                "boot_check": {"path": "/y", "error": "/y: a FIFO"},
+            },
+        },
+        [0, -1, 2**70, -0.0, 1e300, 5e-324, 0.1, float("nan"), float("inf"), float("-inf"), True, False, None],
         {"": [], "a": {}, "b": [[{"c": ()}]]},
         "",
     ]

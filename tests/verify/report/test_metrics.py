@@ -45,10 +45,19 @@ def test_the_day2_checks_and_the_kernel_that_boots_next():
     the one that boots next have amdgpu.ko — the alert an admin wants before the reboot. A version-1 report (no
     kernel facts) has no such series."""
     report = report_of("ws1", "pass")
-    pending = KernelFacts("6.8.0-49-generic", "6.8.0-51-generic", True, True, True, False,
-                          ("6.8.0-49-generic", "6.8.0-51-generic"), ("6.8.0-51-generic",))
-    boot = KeptResult("boot_check", "2026-12-01T08:00:00Z", replace(report, facts=replace(report.facts,
-                                                                                         kernel=pending)))
+    pending = KernelFacts(
+        "6.8.0-49-generic",
+        "6.8.0-51-generic",
+        True,
+        True,
+        True,
+        False,
+        ("6.8.0-49-generic", "6.8.0-51-generic"),
+        ("6.8.0-51-generic",),
+    )
+    boot = KeptResult(
+        "boot_check", "2026-12-01T08:00:00Z", replace(report, facts=replace(report.facts, kernel=pending))
+    )
     old = KeptResult("verification", "2026-12-01T07:00:00Z", replace(report, facts=replace(report.facts, kernel=None)))
     got = samples(render_metrics({"boot_check": boot, "verification": old}))
     b = {"source": "boot_check"}
@@ -58,14 +67,16 @@ def test_the_day2_checks_and_the_kernel_that_boots_next():
     assert got[("rocm_fleet_reboot_pending", lab(**b))] == 1
     assert got[("rocm_fleet_kernel_has_amdgpu", lab(**b, kernel="6.8.0-49-generic", boot="running"))] == 1
     assert got[("rocm_fleet_kernel_has_amdgpu", lab(**b, kernel="6.8.0-51-generic", boot="next"))] == 0
-    assert not any(name in ("rocm_fleet_reboot_pending", "rocm_fleet_kernel_has_amdgpu")
-                   and dict(labels)["source"] == "verification" for name, labels in got)
+    assert not any(
+        name in ("rocm_fleet_reboot_pending", "rocm_fleet_kernel_has_amdgpu")
+        and dict(labels)["source"] == "verification"
+        for name, labels in got
+    )
 
 
 def test_every_source_gets_its_verdict_checks_gpus_nf4_strays_time_and_version():
     verification = KeptResult("verification", "2026-12-01T17:00:00Z", report_of("ws1", "no_rocm", arch="gfx90a"))
-    static = replace(report_of("ws1", "strays"), request=replace(report_of("ws1", "strays").request,
-                                                                  static_only=True))
+    static = replace(report_of("ws1", "strays"), request=replace(report_of("ws1", "strays").request, static_only=True))
     hook = KeptResult("apt_hook", "2026-12-01T19:00:00Z", static)
     text = render_metrics({"verification": verification, "apt_hook": hook})
     got = samples(text)
@@ -91,8 +102,10 @@ def test_every_source_gets_its_verdict_checks_gpus_nf4_strays_time_and_version()
 def test_an_unusable_kept_file_is_a_zero_and_label_values_are_escaped():
     report = report_of("ws1", "pass")
     odd = replace(report, tool_version='0.1"\\\nx')
-    text = render_metrics({"verification": KeptResult("verification", "?", odd)},
-                          [Unusable("apt_hook", "/var/lib/rocm-fleet/apt-hook/last.json", "not JSON")])
+    text = render_metrics(
+        {"verification": KeptResult("verification", "?", odd)},
+        [Unusable("apt_hook", "/var/lib/rocm-fleet/apt-hook/last.json", "not JSON")],
+    )
     got = samples(text)
     assert got[("rocm_fleet_result_usable", lab(source="apt_hook"))] == 0
     assert ('rocm_fleet_verifier_info{source="verification",version="0.1\\"\\\\\\nx"} 1') in text.splitlines()

@@ -91,14 +91,28 @@ def test_built_report_matches_the_schema_and_the_schema_rejects_what_it_should()
 
 
 def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
-    full = replace(FACTS, gpus=(Gpu(0, "AMD Radeon RX 7900 XT", "gfx1100", True),),
-                   linkage=StatusLine(FAIL, "libhipblas.so.3 not found", "libhipblas.so.3 not found"),
-                   strays=StraysFacts(1, ("librocm-smi64-1",), ("librocm-smi64-1",)),
-                   nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),),
-                   model=(ModelRun("cuda:0", WARN, 0.2712, None, 31.5, True, True, False),))
-    built = replace(sample(checks=[CheckResult("linkage.static", "static linkage", FAIL, "not found",
-                                              {"missing": ["libhipblas.so.3 (needed by …) not found"]})]),
-                    facts=full)
+    full = replace(
+        FACTS,
+        gpus=(Gpu(0, "AMD Radeon RX 7900 XT", "gfx1100", True),),
+        linkage=StatusLine(FAIL, "libhipblas.so.3 not found", "libhipblas.so.3 not found"),
+        strays=StraysFacts(1, ("librocm-smi64-1",), ("librocm-smi64-1",)),
+        nf4=(Nf4Run("cuda:0", PASS, 0.0729, True),),
+        model=(ModelRun("cuda:0", WARN, 0.2712, None, 31.5, True, True, False),),
+    )
+    built = replace(
+        sample(
+            checks=[
+                CheckResult(
+                    "linkage.static",
+                    "static linkage",
+                    FAIL,
+                    "not found",
+                    {"missing": ["libhipblas.so.3 (needed by …) not found"]},
+                )
+            ]
+        ),
+        facts=full,
+    )
     document = json.loads(json.dumps(built.to_json()))
     jsonschema.validate(document, load_schema())
     read = Report.from_json(document)
@@ -109,18 +123,24 @@ def test_what_the_schema_accepts_every_reader_reads_back_whole_and_typed():
     assert read.failed and not read.passed and read.check("linkage.static").line == "FAIL linkage.static: not found"
 
 
-@pytest.mark.parametrize("mutate, why", [
-    (lambda r: r.update(kind="other"), "not a rocm-fleet report"),
-    (lambda r: r.update(schema_version=4), "schema_version 4 is not one this checkout reads (1, 2, 3)"),
-    (lambda r: r["facts"].update(model=[{"device": "cuda:0"}]), "facts.model[] has no 'status'"),
-    (lambda r: r["facts"].update(kernel={"running": "6.8.0-51-generic"}), "facts.kernel has no 'next_boot'"),
-    (lambda r: r["checks"][0].update(status="ok"), "status 'ok' is not one of"),
-    (lambda r: r.update(checks=[]), "the report has no checks"),
-    (lambda r: r.pop("facts"), "report has no 'facts'"),
-    (lambda r: r["facts"].update(gpus="none"), "facts.gpus is not a list"),
-    (lambda r: r["facts"].update(probe_account={"user": "alice", "uid": 1001}), "facts.probe_account has no 'groups'"),
-    (lambda r: r["checks"][0].pop("evidence"), "check linkage.static: evidence is not an object"),
-])
+@pytest.mark.parametrize(
+    "mutate, why",
+    [
+        (lambda r: r.update(kind="other"), "not a rocm-fleet report"),
+        (lambda r: r.update(schema_version=4), "schema_version 4 is not one this checkout reads (1, 2, 3)"),
+        (lambda r: r["facts"].update(model=[{"device": "cuda:0"}]), "facts.model[] has no 'status'"),
+        (lambda r: r["facts"].update(kernel={"running": "6.8.0-51-generic"}), "facts.kernel has no 'next_boot'"),
+        (lambda r: r["checks"][0].update(status="ok"), "status 'ok' is not one of"),
+        (lambda r: r.update(checks=[]), "the report has no checks"),
+        (lambda r: r.pop("facts"), "report has no 'facts'"),
+        (lambda r: r["facts"].update(gpus="none"), "facts.gpus is not a list"),
+        (
+            lambda r: r["facts"].update(probe_account={"user": "alice", "uid": 1001}),
+            "facts.probe_account has no 'groups'",
+        ),
+        (lambda r: r["checks"][0].pop("evidence"), "check linkage.static: evidence is not an object"),
+    ],
+)
 def test_what_the_schema_refuses_the_readers_refuse_with_one_line(mutate, why):
     broken = _report([CheckResult("linkage.static", "static linkage", PASS, "ok")])
     mutate(broken)
@@ -133,8 +153,11 @@ def test_what_the_schema_refuses_the_readers_refuse_with_one_line(mutate, why):
 @pytest.mark.slow
 def test_real_reports_match_the_schema():
     for standin in (None, "torch_reports_hip"):
-        report, done = cached_check(torch_cpu_venv(), "--device", "cpu", standin=standin) if standin is None \
+        report, done = (
+            cached_check(torch_cpu_venv(), "--device", "cpu", standin=standin)
+            if standin is None
             else cached_check(torch_cpu_venv(), standin=standin)
+        )
         assert report is not None, done.stderr
         jsonschema.validate(report, load_schema())
         assert Report.from_json(report).to_json() == report
@@ -160,8 +183,15 @@ def test_a_pass_needs_every_check_the_verifier_runs():
     assert report_passed(sample_report()) and report_passed(sample_report(static_only=True))
     assert report_passed(sample_report({"runtime.maps": "skip", "strays": "warn"}))
     # A failing report may stop at runtime.torch (the probe did not run): it is still an honest fail.
-    early = sample_report({"linkage.static": "fail", "runtime.devices": None, "runtime.bnb_library": None,
-                           "runtime.maps": None, "nf4.cuda0": None})
+    early = sample_report(
+        {
+            "linkage.static": "fail",
+            "runtime.devices": None,
+            "runtime.bnb_library": None,
+            "runtime.maps": None,
+            "nf4.cuda0": None,
+        }
+    )
     assert judge_report(early).trustworthy and not judge_report(early).passed
     for missing in ("runtime.devices", "runtime.maps", "strays"):
         judged = judge_report(sample_report({missing: None}))
@@ -174,8 +204,12 @@ def test_a_pass_with_the_model_check_asked_for_needs_one():
     model off (and in reports from before schema 3, which have no request.model) none is needed."""
     asked = edited(sample_report(), lambda r: r["request"].update(model="synthetic"))
     assert judge_report(asked).problem == "the report lacks check(s) model that the verifier always runs"
-    with_run = edited(asked, lambda r: r["checks"].append(
-        {"id": "model.cuda0", "title": "4-bit model", "status": "pass", "reason": "ok", "evidence": {}}))
+    with_run = edited(
+        asked,
+        lambda r: r["checks"].append(
+            {"id": "model.cuda0", "title": "4-bit model", "status": "pass", "reason": "ok", "evidence": {}}
+        ),
+    )
     assert judge_report(with_run).passed
     assert judge_report(sample_report()).passed  # model off
 
@@ -191,8 +225,9 @@ def test_the_exit_status_is_checked_only_where_there_was_a_process():
     assert judge_report(failed, exit_status=0).problem == "the verifier exited 0, but a 'fail' report means exit 1"
 
 
-@pytest.mark.parametrize("document", [None, [], "pass", {"verdict": "pass"},
-                                      edited(sample_report(), lambda r: r.pop("checks"))])
+@pytest.mark.parametrize(
+    "document", [None, [], "pass", {"verdict": "pass"}, edited(sample_report(), lambda r: r.pop("checks"))]
+)
 def test_what_is_not_a_report_never_passes(document):
     judged = judge_report(document)
     assert not judged.passed

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import jsonschema
 import pytest
@@ -20,8 +21,28 @@ from tests.support.verify_runs import cached_check, torch_cpu_venv
 from verify.report.report import load_schema
 from verify.report.schema_check import SchemaError, Validator
 
-REPLACEMENTS = (None, True, False, 0, 1, 1.0, 1.5, -1, "", "x", "pass", "FAIL", "two\nlines", "7.2", "7.2.4",
-                "2026-11-29T18:00:00Z", [], [{}], {}, {"status": "pass", "reason": "r"})
+REPLACEMENTS = (
+    None,
+    True,
+    False,
+    0,
+    1,
+    1.0,
+    1.5,
+    -1,
+    "",
+    "x",
+    "pass",
+    "FAIL",
+    "two\nlines",
+    "7.2",
+    "7.2.4",
+    "2026-11-29T18:00:00Z",
+    [],
+    [{}],
+    {},
+    {"status": "pass", "reason": "r"},
+)
 
 
 def _paths(value: Any, path: tuple = ()) -> Iterator[tuple]:
@@ -75,8 +96,11 @@ def _agree(documents) -> int:
 
 
 def test_it_agrees_with_jsonschema_on_every_one_place_break_of_a_report():
-    samples = [sample_report(), sample_report({"linkage.static": "fail", "runtime.maps": "skip"}),
-               sample_report(static_only=True)]
+    samples = [
+        sample_report(),
+        sample_report({"linkage.static": "fail", "runtime.maps": "skip"}),
+        sample_report(static_only=True),
+    ]
     checked = sum(_agree(variants(report)) for report in samples)
     assert checked > 1000
 
@@ -93,15 +117,19 @@ def test_errors_name_where_and_what():
     report = sample_report()
     report["checks"][2]["status"] = "FAIL"
     assert Validator(load_schema()).first_error(report) == (
-        "checks[2].status: 'FAIL' is not one of 'pass', 'warn', 'fail', 'skip'")
+        "checks[2].status: 'FAIL' is not one of 'pass', 'warn', 'fail', 'skip'"
+    )
 
 
-@pytest.mark.parametrize("schema, words", [
-    ({"type": "object", "patternProperties": {}}, "patternProperties not implemented"),
-    ({"properties": {"a": {"oneOf": []}}}, "#/properties/a: keyword(s) oneOf not implemented"),
-    ({"additionalProperties": {"type": "string"}}, "only additionalProperties: false"),
-    ({"$ref": "https://example.org/s.json"}, "only local references"),
-])
+@pytest.mark.parametrize(
+    "schema, words",
+    [
+        ({"type": "object", "patternProperties": {}}, "patternProperties not implemented"),
+        ({"properties": {"a": {"oneOf": []}}}, "#/properties/a: keyword(s) oneOf not implemented"),
+        ({"additionalProperties": {"type": "string"}}, "only additionalProperties: false"),
+        ({"$ref": "https://example.org/s.json"}, "only local references"),
+    ],
+)
 def test_a_schema_using_more_than_it_implements_is_refused(schema, words):
     """So the report schema cannot grow past what is checked without this module growing with it."""
     with pytest.raises(SchemaError, match=re.escape(words)):

@@ -59,8 +59,9 @@ print(json.dumps(results))
 @pytest.mark.slow
 def test_selection_matches_bitsandbytes_own_code_on_the_real_wheel():
     venv = torch_cpu_venv()
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", ORACLE, json.dumps(CASES)], capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", ORACLE, json.dumps(CASES)], capture_output=True, text=True, check=True
+    )
     oracle = json.loads(done.stdout.strip().splitlines()[-1])
     package = site_packages(venv) / "bitsandbytes"
     for (hip, override), want in zip(CASES, oracle):

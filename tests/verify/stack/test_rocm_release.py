@@ -5,9 +5,9 @@ pick a new one up with no change to the code."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,8 +38,21 @@ def test_7_2_4_is_what_the_stack_was_pinned_to():
     release = rocm_release("7.2.4")
     assert (release.build, release.amdgpu_driver_release, release.amdgpu_install_revision) == ("70204", "30.30.4", "1")
     assert release.torch_spec == "torch==2.13.0+rocm7.2" and release.torch_index_url.endswith("/whl/rocm7.2")
-    assert release.gpu_archs == {"gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150",
-                                 "gfx1151", "gfx1152", "gfx1153", "gfx1200", "gfx1201"}  # no RDNA2 (gfx103x)
+    assert release.gpu_archs == {
+        "gfx90a",
+        "gfx942",
+        "gfx950",
+        "gfx1100",
+        "gfx1101",
+        "gfx1102",
+        "gfx1103",
+        "gfx1150",
+        "gfx1151",
+        "gfx1152",
+        "gfx1153",
+        "gfx1200",
+        "gfx1201",
+    }  # no RDNA2 (gfx103x)
     assert {"libhsa-runtime64.so.1", "librocm_smi64.so.1", "libhipblas.so.3"} <= release.sonames
     assert [p.name for p in release.colliding_packages] == ["rocminfo", "hipcc", "rocm-cmake", "rocm-device-libs"]
 
@@ -50,9 +63,14 @@ def test_an_unknown_release_is_refused_naming_the_known_ones(tmp_path: Path):
     _, problems = check_data("ws1", {"rocm_release": "7.2.9", "rocm_build": "70209"})
     assert [p.line() for p in problems] == [
         "inventory data of host ws1, key rocm_release (inventory): got '7.2.9', a ROCm release this checkout does "
-        "not know — known: 7.2.4 (a release is added as verify/stack/releases/7.2.9.json)"]
-    done = subprocess.run([sys.executable, "-m", "verify", "check", "--venv", str(tmp_path), "--expect-rocm", "7.2.9"],
-                          cwd=REPO, capture_output=True, text=True)
+        "not know — known: 7.2.4 (a release is added as verify/stack/releases/7.2.9.json)"
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "verify", "check", "--venv", str(tmp_path), "--expect-rocm", "7.2.9"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("verify check: --expect-rocm: ROCm 7.2.9 is not a release this checkout knows")
 
@@ -62,17 +80,30 @@ def release_7_2_5():
     """A release file for 7.2.5, for one test. It differs from 7.2.4 where a test can see it: librocm_smi64.so.1 is
     not one of its SONAMEs, and AMD's rocminfo for it is 9.9.9."""
     known = rocm_release("7.2.4")
-    with extra_release("7.2.5", "70205", amdgpu_driver_release="30.30.5",
-                       sonames=sorted(known.sonames - {"librocm_smi64.so.1"}),
-                       colliding_packages=[{"name": p.name, "evidence": p.evidence, "amd_component_version":
-                                            "9.9.9" if p.name == "rocminfo" else p.amd_component_version}
-                                           for p in known.colliding_packages]) as data:
+    with extra_release(
+        "7.2.5",
+        "70205",
+        amdgpu_driver_release="30.30.5",
+        sonames=sorted(known.sonames - {"librocm_smi64.so.1"}),
+        colliding_packages=[
+            {
+                "name": p.name,
+                "evidence": p.evidence,
+                "amd_component_version": "9.9.9" if p.name == "rocminfo" else p.amd_component_version,
+            }
+            for p in known.colliding_packages
+        ],
+    ) as data:
         yield data
 
 
 def _strays(command: list[str], image: Path, release: str) -> dict[str, list[str]]:
-    done = subprocess.run([*command, "strays", "--root", str(image), "--expect-rocm", release, "--json"],
-                          cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(
+        [*command, "strays", "--root", str(image), "--expect-rocm", release, "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1, done.stderr  # strays found
     return {s["package"]: s["rocm_7_2_sonames"] for s in json.loads(done.stdout)["strays"]}
 
@@ -100,8 +131,21 @@ def test_a_new_release_file_is_picked_up_everywhere_without_code_changes(release
     archive.write_bytes(zipapp_bytes())
     host_python = ["/usr/bin/python3", "-I", str(archive)]
     assert _strays(host_python, image.root, "7.2.5")["librocm-smi64-1"] == []
-    done = subprocess.run([*host_python, "check", "--venv", "/opt/rocm-fleet/venv", "--root", str(image.root),
-                           "--expect-rocm", "7.2.5", "--json"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            *host_python,
+            "check",
+            "--venv",
+            "/opt/rocm-fleet/venv",
+            "--root",
+            str(image.root),
+            "--expect-rocm",
+            "7.2.5",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(done.stdout)
     assert report["request"]["expect_rocm"] == "7.2.5" and done.returncode == 1
     versions = next(c for c in report["checks"] if c["id"] == "versions.rocm")
@@ -112,6 +156,9 @@ def test_amds_apt_repository_and_folder_of_7_2_4():
     """What the apt.pin check and the ROCm stage's pin read (issue 11), and AMD's folder naming."""
     release = rocm_release("7.2.4")
     assert release.apt.origin == "repo.radeon.com" and release.apt.pin_priority == 600
-    assert release.apt.pin_files == ("/etc/apt/preferences.d/repo-radeon-pin-600", "/etc/apt/preferences.d/rocm-pin-600")
+    assert release.apt.pin_files == (
+        "/etc/apt/preferences.d/repo-radeon-pin-600",
+        "/etc/apt/preferences.d/rocm-pin-600",
+    )
     assert release.folder == "7.2.4"
     assert replace(release, release="7.2.0").folder == "7.2"

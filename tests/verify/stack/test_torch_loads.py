@@ -18,8 +18,9 @@ from verify.stack.torch_loads import torch_import_dlopens
 def dlopened_under(directory: Path, venv: Path) -> list[str]:
     """Files below `directory` that the real loader reports as "dynamically loaded" during `import torch`."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_DEBUG": "files"}
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"], capture_output=True, text=True,
-                          env=env, check=True)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import torch"], capture_output=True, text=True, env=env, check=True
+    )
     opened = re.findall(r"file=(\S+) \[0\];\s+dynamically loaded by", done.stderr)
     real = os.path.realpath(directory)
     return [path for path in opened if os.path.realpath(path).startswith(real + "/")]

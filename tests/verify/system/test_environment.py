@@ -28,10 +28,17 @@ BNB_ROCM_VERSION=71
 
 def test_pam_environment_lines_no_expansion():
     current = {}
-    settings, unparsed = parse_assignments('LD_LIBRARY_PATH="$HOME/lib"\nexport BNB_ROCM_VERSION=72\n# LD_PRELOAD=x\n',
-                                           "/etc/environment", current, shell=False, expand=False)
+    settings, unparsed = parse_assignments(
+        'LD_LIBRARY_PATH="$HOME/lib"\nexport BNB_ROCM_VERSION=72\n# LD_PRELOAD=x\n',
+        "/etc/environment",
+        current,
+        shell=False,
+        expand=False,
+    )
     assert [(s.name, s.value, s.exported) for s in settings] == [
-        ("LD_LIBRARY_PATH", "$HOME/lib", True), ("BNB_ROCM_VERSION", "72", True)]
+        ("LD_LIBRARY_PATH", "$HOME/lib", True),
+        ("BNB_ROCM_VERSION", "72", True),
+    ]
     assert unparsed == []
 
 
@@ -46,25 +53,36 @@ def test_a_profile_script_in_simple_forms_conditions_and_what_is_not_understood(
     assert [u.describe() for u in unparsed] == ["/etc/profile.d/rocm.sh:7: 'LD_PRELOAD=$(ls /opt/hack/*.so)'"]
 
 
-@pytest.mark.parametrize("line, value", [
-    ("export LD_LIBRARY_PATH=/a", "/a"),
-    ("export LD_LIBRARY_PATH='/a b'", "/a b"),
-    ('export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-/d}:/a"', "/d:/a"),
-    ("LD_LIBRARY_PATH=/a; export LD_LIBRARY_PATH", "/a"),
-    ("unset LD_LIBRARY_PATH", None),
-])
+@pytest.mark.parametrize(
+    "line, value",
+    [
+        ("export LD_LIBRARY_PATH=/a", "/a"),
+        ("export LD_LIBRARY_PATH='/a b'", "/a b"),
+        ('export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-/d}:/a"', "/d:/a"),
+        ("LD_LIBRARY_PATH=/a; export LD_LIBRARY_PATH", "/a"),
+        ("unset LD_LIBRARY_PATH", None),
+    ],
+)
 def test_the_simple_forms_agree_with_a_real_shell(line, value):
     """The oracle is sh itself: the same line run by dash, and the variable's value in the environment it exports."""
     settings, unparsed = parse_assignments(line + "\n", "x.sh", {}, shell=True, expand=True)
     assert unparsed == [] and settings[-1].value == value
-    done = subprocess.run(["sh", "-c", f"{line}\n{sys.executable} -c 'import os; print(os.environ.get(\"LD_LIBRARY_PATH\"))'"],
-                          capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    done = subprocess.run(
+        ["sh", "-c", f"{line}\n{sys.executable} -c 'import os; print(os.environ.get(\"LD_LIBRARY_PATH\"))'"],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert done.stdout.strip() == str(value)
 
 
 def test_preload_file_separators():
     assert parse_preload("/usr/lib/libfoo.so /usr/lib/libbar.so:/x.so\n\t/y.so\n") == (
-        "/usr/lib/libfoo.so", "/usr/lib/libbar.so", "/x.so", "/y.so")
+        "/usr/lib/libfoo.so",
+        "/usr/lib/libbar.so",
+        "/x.so",
+        "/y.so",
+    )
 
 
 def test_every_source_read_in_a_systems_order(tmp_path):

@@ -7,21 +7,26 @@ import pytest
 
 from verify.system.modprobe import blocks_in_cmdline, blocks_in_modprobe_conf, modprobe_files, read_modprobe_config
 
-UBUNTU_CMDLINE = "BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=0c1e5a0e-6f1a-4e2b-9d4e-2f7f1c9a3b11 ro quiet splash vt.handoff=7"
+UBUNTU_CMDLINE = (
+    "BOOT_IMAGE=/vmlinuz-6.8.0-51-generic root=UUID=0c1e5a0e-6f1a-4e2b-9d4e-2f7f1c9a3b11 ro quiet splash vt.handoff=7"
+)
 DEBIAN_CMDLINE = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-28-amd64 root=UUID=5b9a6c1e-1d2f-4e3a-8b7c-9d0e1f2a3b4c ro quiet"
 
 
-@pytest.mark.parametrize("cmdline, blocking", [
-    (UBUNTU_CMDLINE, []),
-    (DEBIAN_CMDLINE, []),
-    (UBUNTU_CMDLINE + " modprobe.blacklist=nouveau,amdgpu", ["modprobe.blacklist=nouveau,amdgpu"]),
-    (DEBIAN_CMDLINE + " module_blacklist=amdgpu", ["module_blacklist=amdgpu"]),
-    (UBUNTU_CMDLINE + " nomodeset", ["nomodeset"]),
-    (UBUNTU_CMDLINE + " amdgpu.modeset=0", ["amdgpu.modeset=0"]),
-    (UBUNTU_CMDLINE + " amdgpu.modeset=1 amdgpu.ppfeaturemask=0xffffffff", []),
-    (UBUNTU_CMDLINE + " modprobe.blacklist=radeon", []),
-    (UBUNTU_CMDLINE + " initcall_blacklist=amdgpu_init", ["initcall_blacklist=amdgpu_init"]),
-])
+@pytest.mark.parametrize(
+    "cmdline, blocking",
+    [
+        (UBUNTU_CMDLINE, []),
+        (DEBIAN_CMDLINE, []),
+        (UBUNTU_CMDLINE + " modprobe.blacklist=nouveau,amdgpu", ["modprobe.blacklist=nouveau,amdgpu"]),
+        (DEBIAN_CMDLINE + " module_blacklist=amdgpu", ["module_blacklist=amdgpu"]),
+        (UBUNTU_CMDLINE + " nomodeset", ["nomodeset"]),
+        (UBUNTU_CMDLINE + " amdgpu.modeset=0", ["amdgpu.modeset=0"]),
+        (UBUNTU_CMDLINE + " amdgpu.modeset=1 amdgpu.ppfeaturemask=0xffffffff", []),
+        (UBUNTU_CMDLINE + " modprobe.blacklist=radeon", []),
+        (UBUNTU_CMDLINE + " initcall_blacklist=amdgpu_init", ["initcall_blacklist=amdgpu_init"]),
+    ],
+)
 def test_kernel_command_lines(cmdline, blocking):
     assert [b.text for b in blocks_in_cmdline(cmdline)] == blocking
 
@@ -64,4 +69,8 @@ def test_a_fifo_in_modprobe_d_is_named_not_opened(tmp_path):
     (tmp_path / "etc/modprobe.d").mkdir(parents=True)
     os.mkfifo(tmp_path / "etc/modprobe.d/trap.conf")
     blocks, unreadable = read_modprobe_config(str(tmp_path))
-    assert blocks == [] and len(unreadable) == 1 and "a FIFO (a named pipe: opening it would block), not a regular file" in unreadable[0]
+    assert (
+        blocks == []
+        and len(unreadable) == 1
+        and "a FIFO (a named pipe: opening it would block), not a regular file" in unreadable[0]
+    )

@@ -14,10 +14,18 @@ except ImportError:
 
 if torch is not None:
     _DEVICES = [
-        types.SimpleNamespace(name="stand-in Radeon RX 7900 XT (no GPU here)", gcnArchName="gfx1100",
-                              total_memory=20 * 2**30, is_integrated=0),
-        types.SimpleNamespace(name="stand-in AMD Radeon Graphics (Raphael iGPU, no GPU here)",
-                              gcnArchName="gfx1036", total_memory=2 * 2**30, is_integrated=1),
+        types.SimpleNamespace(
+            name="stand-in Radeon RX 7900 XT (no GPU here)",
+            gcnArchName="gfx1100",
+            total_memory=20 * 2**30,
+            is_integrated=0,
+        ),
+        types.SimpleNamespace(
+            name="stand-in AMD Radeon Graphics (Raphael iGPU, no GPU here)",
+            gcnArchName="gfx1036",
+            total_memory=2 * 2**30,
+            is_integrated=1,
+        ),
     ]
     torch.version.hip = "7.2.53211-standin"
     torch.cuda.is_available = lambda: True

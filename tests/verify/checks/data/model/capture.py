@@ -31,10 +31,15 @@ from verify.checks.probe_account import ProbeAccount  # noqa: E402
 STANDINS = REPO / "tests" / "support" / "standins"
 CAPTURES = {
     "cpu_synthetic_pass": (None, "the real probe on this machine's CPU, the check's synthetic model"),
-    "cpu_noop_quantizer": ("broken_nf4_quantizer", "the real probe with standins/broken_nf4_quantizer: bitsandbytes' "
-                           "quantize_4bit does nothing, so the weights stay in 16 bits"),
-    "cpu_wrong_dequantizer": ("wrong_nf4_dequantizer", "the real probe with standins/wrong_nf4_dequantizer: NF4 "
-                              "codes decoded with the FP4 table"),
+    "cpu_noop_quantizer": (
+        "broken_nf4_quantizer",
+        "the real probe with standins/broken_nf4_quantizer: bitsandbytes' "
+        "quantize_4bit does nothing, so the weights stay in 16 bits",
+    ),
+    "cpu_wrong_dequantizer": (
+        "wrong_nf4_dequantizer",
+        "the real probe with standins/wrong_nf4_dequantizer: NF4 codes decoded with the FP4 table",
+    ),
 }
 
 

@@ -30,7 +30,9 @@ def extract(name: str, suite: str, packages: tuple[str, ...]) -> None:
     text = (root / "var/lib/dpkg/status").read_text()
     paragraphs = [p for p in text.split("\n\n") if p.strip()]
     parsed = {id(p): parse_status(p) for p in paragraphs}
-    strays = {pkg.name for p in paragraphs for pkg in parsed[id(p)] if is_distro_rocm(pkg.source, pkg.maintainer, pkg.version)}
+    strays = {
+        pkg.name for p in paragraphs for pkg in parsed[id(p)] if is_distro_rocm(pkg.source, pkg.maintainer, pkg.version)
+    }
     keep = []
     for paragraph in paragraphs:
         for package in parsed[id(paragraph)]:
@@ -40,7 +42,9 @@ def extract(name: str, suite: str, packages: tuple[str, ...]) -> None:
     (HERE / f"{name}.status").write_text("\n\n".join(keep) + "\n")
     names = {line.split(":", 1)[1].strip() for p in keep for line in p.splitlines() if line.startswith("Package:")}
     states = (root / "var/lib/apt/extended_states").read_text()
-    marks = [p.strip("\n") for p in states.split("\n\n") if p.strip() and p.splitlines()[0].split(":", 1)[1].strip() in names]
+    marks = [
+        p.strip("\n") for p in states.split("\n\n") if p.strip() and p.splitlines()[0].split(":", 1)[1].strip() in names
+    ]
     (HERE / f"{name}.extended_states").write_text("\n\n".join(marks) + "\n")
     print(f"{name}: {len(keep)} paragraphs, {len(marks)} auto-installed marks")
 
