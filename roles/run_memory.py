@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from roles.venv.wheelhouse_pull import RunServers
+from pyinfra.api.state import BaseStateCallback
 
 
 @dataclass
@@ -38,8 +37,8 @@ class RunMemory:
     # roles.venv.wheelhouse_pull: the wheelhouse servers of this run — the controller's (pull mode,
     # `wheelhouse_serve`) and a seed host's (relay mode, `wheelhouse_seed`, roles/venv/wheelhouse_relay.py) — started
     # by the first host that installs, stopped when their operation ends or the run's last host disconnects; None until
-    # then.
-    wheelhouse_servers: RunServers | None = None
+    # then. Its type is wheelhouse_pull.RunServers, named by its base class: this module imports no stage's module.
+    wheelhouse_servers: BaseStateCallback | None = None
 
 
 _memories: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
