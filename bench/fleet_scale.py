@@ -52,7 +52,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.fleet_runs import ENV, PYINFRA, load, loads, sub_inventory  # noqa: E402
 from roles.status.facts import KeptResults  # noqa: E402
-from verify.api import runtime_probe_arguments, runtime_probe_source  # noqa: E402
+from verify.checks.runtime import probe_arguments as runtime_probe_arguments  # noqa: E402
+from verify.checks.runtime import probe_source as runtime_probe_source  # noqa: E402
 
 VENV = "/opt/rocm-fleet/venv"
 HOST_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"

@@ -184,7 +184,7 @@ def main() -> int:
     size = sum(os.path.getsize(f) for f in files)
     print(f"{len(files)} shared libraries, {size / 2**30:.2f} GiB, under {args.venv}")
 
-    from verify.api import parse_ldd_output
+    from verify.ld.lddview import parse_ldd_output
 
     compileall.compile_dir(str(REPO / "verify"), quiet=1)
     workdir = Path(tempfile.mkdtemp(prefix="bench-linkage-"))

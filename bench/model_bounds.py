@@ -33,9 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.api import model_bounds  # noqa: E402
-from verify.api import model_probe_arguments as probe_arguments  # noqa: E402
-from verify.api import model_probe_source as probe_source  # noqa: E402
+from verify.checks import model_bounds  # noqa: E402
+from verify.checks.model import probe_arguments, probe_source  # noqa: E402
 
 STANDINS = REPO / "tests" / "support" / "standins"
 # (layers, hidden, vocab): the default, a smaller, a wider and a deeper model with a larger vocabulary.

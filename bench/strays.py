@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.api import find_strays  # noqa: E402
+from verify.debian.strays import find_strays  # noqa: E402
 
 ALWAYS = (
     "dpkg",

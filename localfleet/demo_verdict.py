@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verify.api import FAIL, CheckResult, Report, judge_report
+from verify.report.report import FAIL, CheckResult, Report, judge_report
 
 # The check ids of verify/ whose failure is expected on a local test workstation, and why, in words for the output.
 EXPECTED_FAILURES = {

@@ -12,7 +12,7 @@ GROUP = "workstations"
 
 def fleet_group_data(layout: Layout) -> dict:
     """Group data every local test fleet gets (inventory keys from the project's data contract)."""
-    # Imported here, not at the top: roles.pins reads the release's data through verify.api (pyelftools), and the
+    # Imported here, not at the top: roles.pins reads the release's data through verify.stack.rocm_release, and the
     # localfleet CLI must start — and refuse a non-root user in one line — on a bare python3.
     from roles import pins
 

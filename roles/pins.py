@@ -6,7 +6,8 @@ driver repository, torch index, the packages that collide with it …) is data, 
 verify/stack/releases/: the pins of the release below are read from its file.
 """
 
-from verify.api import METRICS_DEFAULT_DIR, rocm_release
+from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
+from verify.stack.rocm_release import rocm_release
 
 # --- ROCm (AMD's apt repositories) -----------------------------------------------------------------------------------
 ROCM_RELEASE = "7.2.4"

@@ -55,7 +55,7 @@ from roles.validators import (
     user_name,
     user_names,
 )
-from verify.api import rocm_release
+from verify.stack.rocm_release import rocm_release
 
 
 class InventoryDataError(PyinfraError):

@@ -19,7 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from roles import pins
-from verify.api import known_releases
+from verify.stack.rocm_release import known_releases
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 _BUILD = re.compile(r"\d{5,6}")

@@ -28,10 +28,10 @@ from pyinfra.api import deploy
 from pyinfra.facts.files import Directory
 from pyinfra.operations import files
 
+import verify
 from roles import run_reads
 from roles.run_memory import memory_of
 from roles.uploads import FilesSha256, Upload, checked_files
-from verify.api import PACKAGE_DIR
 
 # Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
 REMOTE_DIR = "/var/lib/rocm-fleet"
@@ -62,7 +62,7 @@ def _package_files(package_dir: Path, arcname_root: str) -> list[tuple[str, Path
 
 def zipapp_bytes() -> bytes:
     """The verifier archive, built from this checkout's verify/ and the installed pyelftools."""
-    members = _package_files(PACKAGE_DIR, "verify")
+    members = _package_files(Path(verify.__file__).parent, "verify")
     members += _package_files(Path(elftools.__file__).parent, "elftools")
     buffer = io.BytesIO()
     buffer.write(b"#!/usr/bin/env python3\n")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import shlex
 
 from roles.verifier import REMOTE_VERIFIER
-from verify.api import BOOT_CHECK_STATE_DIR
+from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
 
 UNIT_NAME = "rocm-fleet-boot-check.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"

@@ -14,7 +14,7 @@ of AMD's package for that release, AMD's full version appends `.<build>-<revisio
 from __future__ import annotations
 
 from roles import pins
-from verify.api import CollidingPackage, release_with_build, rocm_release
+from verify.stack.rocm_release import CollidingPackage, release_with_build, rocm_release
 
 __all__ = ["COLLIDING_PACKAGES", "CollidingPackage", "colliding_packages"]
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from roles.colliding_packages.data import CollidingPackage, colliding_packages
 from roles.debian.packages import InstalledPackage
-from verify.api import compare_versions, is_amd_version
+from verify.debian.debversion import compare_versions
+from verify.debian.distro_rocm import is_amd_version
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ packages and which headers/modules-extra packages apt has for the kernels that m
 firmware-amd-graphics) — asked only about those dpkg has not installed, the only ones whose answer decides anything.
 
 The parsing of what is read — modprobe.d lines, the kernel command line, dpkg's kernel and meta packages — is the
-verifier's own (verify.api), so preflight, the ROCm stage and the verification's kernel.* checks judge alike.
+verifier's own (verify.debian.kernels, verify.system.modprobe), so preflight, the ROCm stage and the verification's
+kernel.* checks judge alike.
 
 Fact output, one item per line:
     running 6.8.0-51-generic
@@ -22,16 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from verify.api import (
-    Block,
-    KernelPackage,
-    blocks_in_cmdline,
-    blocks_in_modprobe_conf,
-    installed_kernels,
-    meta_packages,
-    newest,
-    parse_dpkg_query_lines,
-)
+from verify.debian.kernels import KernelPackage, installed_kernels, meta_packages, newest, parse_dpkg_query_lines
+from verify.system.modprobe import Block, blocks_in_cmdline, blocks_in_modprobe_conf
 
 FIRMWARE_PACKAGE = "firmware-amd-graphics"  # Debian's amdgpu firmware (non-free-firmware); Ubuntu: in linux-firmware
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from roles import pins
 from roles.debian.kernel import HostKernels
 from roles.debian.os_support import OsRelease, support_for
-from verify.api import integrated_gpu_name
+from verify.system.pci_ids import integrated_gpu_name
 
 AMD_PCI_VENDOR = "0x1002"
 # PCI base classes of AMD GPUs: 0x03 display controller (Radeon: 0x0300 VGA; Instinct MI100-MI250: 0x0380) and 0x12

@@ -13,7 +13,7 @@ from roles.rocm.facts import AdduserConf, AptPreferences, GroupAccounts, RocmApt
 from roles.rocm.model import GPU_GROUPS, installer_file_name, installer_package_version, installer_url, plan_rocm
 from roles.settings import HostSettings
 from roles.stage import note, stage, stop
-from verify.api import rocm_release
+from verify.stack.rocm_release import rocm_release
 
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:

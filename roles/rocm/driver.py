@@ -18,7 +18,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from verify.api import parse_preferences, pin_text, pins_origin
+from verify.checks.apt import pin_text
+from verify.debian.apt_policy import parse_preferences, pins_origin
 
 ADDUSER_CONF = "/etc/adduser.conf"
 ADDUSER_DEFAULT_EXTRA_GROUPS = ("users",)  # adduser(8): "Default: EXTRA_GROUPS="users""

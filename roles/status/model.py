@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from roles.verification.host_row import NOT_VERIFIED, VERIFIED, HostOutcome, Later, short_time
-from verify.api import KEPT_LABELS, KeptResult, Unusable, kept_results
+from verify.report.kept import LABELS as KEPT_LABELS
+from verify.report.kept import KeptResult, Unusable, kept_results
 
 NO_REPORT = "no verification report kept on the host — run pyinfra INVENTORY tasks/verify.py"
 

@@ -9,7 +9,7 @@ from pyinfra.api import FactBase
 from pyinfra.api.exceptions import FactProcessError
 
 from roles.verifier import REMOTE_VERIFIER, verifier_command, verifier_sha256
-from verify.api import StraysReport
+from verify.debian.strays import StraysReport
 
 _NO_PYTHON = "strays: python3 is not installed on this host, and the verifier needs it — apt-get install python3"
 STALE = "stale"  # the fact's value while the file on the host is not the verifier this checkout built

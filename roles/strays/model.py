@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from verify.api import Stray, StraysReport
+from verify.debian.strays import Stray, StraysReport
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from roles.stage import fail_command, tell_command
 from roles.strays.facts import STALE, DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
 from roles.verifier import stale_line
-from verify.api import StraysReport
+from verify.debian.strays import StraysReport
 
 
 def describe(report: StraysReport) -> str:

@@ -32,7 +32,7 @@ from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, Hos
 from roles.verification.summary import fleet_counts, markdown_of
 from roles.verification.summary_html import html_of
 from roles.verification.verdict_history import VerdictHistory
-from verify.api import Report
+from verify.report.report import Report
 
 # pyinfra's CLI only prints records of the "pyinfra" logger tree.
 log = logging.getLogger("pyinfra.rocm_fleet.verification")

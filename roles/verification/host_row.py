@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from verify.api import FAIL, PASS, WARN, Report, check_priority
+from verify.report.report import FAIL, PASS, WARN, Report, check_priority
 
 VERIFIED, UNREACHABLE, NOT_VERIFIED = "verified", "unreachable", "not verified"
 COLUMNS = (

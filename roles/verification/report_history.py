@@ -22,7 +22,8 @@ import os
 import re
 from pathlib import Path
 
-from verify.api import Drift, Report, ReportError, compare_reports
+from verify.report.drift import Drift, compare_reports
+from verify.report.report import Report, ReportError
 
 log = logging.getLogger("pyinfra.rocm_fleet.report_history")  # pyinfra's CLI prints the "pyinfra" logger tree
 

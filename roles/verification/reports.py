@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verify.api import RERUN_FIX, Report, ReportError, judge_report
+from verify.report.report import RERUN_FIX, Report, ReportError, judge_report
 
 EXIT_MARKER = "rocm-fleet-verify-exit="
 HOST_MARKER = "rocm-fleet-verify-host="

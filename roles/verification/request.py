@@ -15,7 +15,7 @@ from pathlib import Path
 from pyinfra import state
 
 from roles.settings import HostSettings
-from verify.api import KEPT_STATE_ROOT
+from verify.report.kept_files import STATE_ROOT as KEPT_STATE_ROOT
 
 
 def check_arguments(settings: HostSettings) -> list[str]:

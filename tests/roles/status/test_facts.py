@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from roles.status.facts import PROGRAM, KeptResults
+from roles.status.facts import KEPT_READER_SOURCES, PROGRAM, KeptResults
 from tests.support.host_pythons import OTHER_PYTHONS, interpreter, path_with
 from tests.support.report_samples import sample
-from verify.api import KEPT_READER_SOURCES
 from verify.report.hook_state import HookResult
 
 

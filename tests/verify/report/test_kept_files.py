@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from verify.api import KEPT_READER_SOURCES
+from roles.status.facts import KEPT_READER_SOURCES
 from verify.report.kept_files import KEPT, json_text, read_kept_files, replace_file
 
 REPO = Path(__file__).resolve().parents[3]
