@@ -15,10 +15,9 @@ analyser beat libtree, and the analyser's peak memory (the peak resident size of
 the interpreter itself). Targets: (a) at least 5x faster than (b), no slower than (c), peak < 100 MB.
 
 The rounds are interleaved, so machine load hits every contender alike; caches are warm after the first round for
-all of them. The analyser's process runs as the verifier's own entry points run a command (verify/oneshot.py:
-garbage collector off, frozen before exit), and what it does besides analysing is kept out of it: verify/ is
-byte-compiled first (with PYTHONDONTWRITEBYTECODE set, stale .pyc files would otherwise be recompiled in every timed
-run), and the child prints ldd's lines as plain text (importing json would be timed as if the analyser needed it). Also checks the
+all of them. What the analyser's process does besides analysing is kept out of it: verify/ is byte-compiled first
+(with PYTHONDONTWRITEBYTECODE set, stale .pyc files would otherwise be recompiled in every timed run), and the child
+prints ldd's lines as plain text (importing json would be timed as if the analyser needed it). Also checks the
 analyser's lines equal ldd's on every file, so the speed is not bought with wrong answers. Exit status 0 when the
 lines match, the memory target is met and (a) meets its wall-time targets; CPU-time verdicts are printed for (a) and
 (d) alike.
@@ -50,22 +49,20 @@ CHILD = r"""
 import sys, time
 start = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from verify.oneshot import one_command_process
-with one_command_process():  # as verify.cli.main and the apt hook run every command
-    from verify.ld.elf import ElfError
-    from verify.ld.lddview import ldd_lines
-    from verify.ld.process import Analyser
-    analyser = Analyser()
-    out = []
-    for path in sys.argv[2:]:
-        out.append("FILE " + path)
-        try:
-            out.extend(ldd_lines(analyser.resolve(path)))
-        except ElfError as error:
-            out.append("ERROR " + str(error))
-    elapsed = time.perf_counter() - start
-    print(elapsed, next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
-    print("\n".join(out))
+from verify.ld.elf import ElfError
+from verify.ld.lddview import ldd_lines
+from verify.ld.process import Analyser
+analyser = Analyser()
+out = []
+for path in sys.argv[2:]:
+    out.append("FILE " + path)
+    try:
+        out.extend(ldd_lines(analyser.resolve(path)))
+    except ElfError as error:
+        out.append("ERROR " + str(error))
+elapsed = time.perf_counter() - start
+print(elapsed, next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+print("\n".join(out))
 """
 
 HEAP = r"""

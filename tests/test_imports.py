@@ -14,7 +14,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = (
-    "oneshot",
     "launcher",
     "safe_read",
     "ld",

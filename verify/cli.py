@@ -12,8 +12,6 @@ import importlib
 import os
 import sys
 
-from verify.oneshot import one_command_process
-
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
 COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check")
 
@@ -45,24 +43,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The entry point of a verifier process (`python -m verify`, the zipapp): see verify/oneshot.py."""
-    with one_command_process():
-        argv = sys.argv[1:] if argv is None else argv
-        # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
-        # parser with every command, for the full list of choices.
-        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
-        args = parser.parse_args(argv)
-        from verify.commands import OutputError
+    """The entry point of a verifier process (`python -m verify`, the installed verifier's launcher)."""
+    argv = sys.argv[1:] if argv is None else argv
+    # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
+    # parser with every command, for the full list of choices.
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
+    args = parser.parse_args(argv)
+    from verify.commands import OutputError
 
-        try:
-            return args.run(args)
-        except BrokenPipeError:  # `… | head` is not an error
-            _discard_stdout()
-            return 0
-        except OutputError as error:
-            _discard_stdout()
-            print(f"verify {args.command}: cannot write the output ({error})", file=sys.stderr)
-            return 2
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `… | head` is not an error
+        _discard_stdout()
+        return 0
+    except OutputError as error:
+        _discard_stdout()
+        print(f"verify {args.command}: cannot write the output ({error})", file=sys.stderr)
+        return 2
 
 
 def _discard_stdout() -> None:

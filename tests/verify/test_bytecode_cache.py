@@ -151,7 +151,7 @@ TAMPERED = {
     "entry of another account": lambda entry, d: (plant(entry, d), os.chown(entry, NOBODY, NOBODY)),
     "entry readable by others": lambda entry, d: plant(entry, d, mode=0o644),
     "entry is a symbolic link": _symlinked,
-    "entry for another file": lambda entry, d: plant(entry, d, module_file="verify/oneshot.py"),
+    "entry for another file": lambda entry, d: plant(entry, d, module_file="verify/safe_read.py"),
     "entry of another python": lambda entry, d: (
         plant(entry, d),
         entry.write_bytes(b"\x00\x00\r\n" + entry.read_bytes()[4:]),

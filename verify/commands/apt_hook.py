@@ -31,7 +31,6 @@ even a damaged copy of the verifier gives one line and exit status 0.
 from __future__ import annotations
 
 import argparse
-import gc
 import math
 import re
 import signal
@@ -322,9 +321,4 @@ def _emit(lines: list[str]) -> None:
 if __name__ == "__main__":
     # Run as a file by apt (python3 -I: no script directory on sys.path): the verifier is three levels up.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    # One command, then exit: the garbage collector stays off and what is alive is frozen before exit, as in
-    # verify/oneshot.py (written out here, not imported: a damaged copy of the verifier must still give one line).
-    gc.disable()
-    status = main()
-    gc.freeze()
-    sys.exit(status)
+    sys.exit(main())
