@@ -73,6 +73,8 @@ def main() -> int:
                 str(args.venv),
                 "--expect-rocm",
                 "7.2.4",
+                "--expect-bitsandbytes",
+                "0.50.1",
                 "--device",
                 "cpu",
                 "--no-gpu-required",

@@ -7,6 +7,7 @@ from roles.apt_hook import operations
 from roles.apt_hook.facts import AptHookFiles
 from roles.settings import HostSettings
 from roles.stage import stage
+from roles.verification.request import question_for
 from roles.verifier import upload_reads, upload_verifier, verifier_sha256
 
 
@@ -25,10 +26,7 @@ def apt_hook(settings: HostSettings) -> None:
     operations.apt_hook(
         name="Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
         present=True,
-        venv=settings.venv_path,
-        expect_rocm=settings.rocm_release,
-        expect_bitsandbytes=settings.bitsandbytes_version,
+        question=question_for(settings),
         verifier_sha256=verifier_sha256(),
         lock_timeout=settings.dpkg_lock_timeout,
-        metrics_dir=settings.node_exporter_textfile_dir,
     )

@@ -27,6 +27,8 @@ import shlex
 from dataclasses import dataclass
 
 from roles.verifier import REMOTE_DIR, REMOTE_VERIFIER
+from verify.commands.apt_hook import QUESTION
+from verify.question import Question
 
 CONF_PATH = "/etc/apt/apt.conf.d/80rocm-fleet-verify"
 # Written next to apt.conf.d, not in it: apt reads every file there (and warns about odd names) while one is written.
@@ -51,7 +53,9 @@ class HookSpecError(ValueError):
 
 @dataclass(frozen=True)
 class HookSpec:
-    """What the hook line runs: the host's python3, and the question the verifier answers.
+    """What the hook line runs: the host's python3, and the question the verifier answers (the inventory's,
+    verify/question.py; the hook asks its static part, verify.commands.apt_hook.QUESTION — with `metrics_dir` it
+    rewrites node_exporter's rocm_fleet.prom there).
 
     The venv path and the versions come from the inventory, which roles/settings.py has already checked against its
     character policy (every character one that needs no quoting) before any host was touched: the line carries them
@@ -60,10 +64,7 @@ class HookSpec:
     """
 
     python: str
-    venv: str
-    expect_rocm: str
-    expect_bitsandbytes: str
-    metrics_dir: str | None = None  # node_exporter's textfile directory (the hook rewrites rocm_fleet.prom there)
+    question: Question
 
     def __post_init__(self) -> None:
         if not self.python.startswith("/") or shlex.quote(self.python) != self.python:
@@ -75,22 +76,7 @@ class HookSpec:
 
 def hook_command(spec: HookSpec) -> str:
     """The shell command apt runs after each dpkg run (and the deploy runs once, to record the baseline)."""
-    metrics = ("--metrics-dir", spec.metrics_dir) if spec.metrics_dir else ()
-    run = " ".join(
-        shlex.quote(part)
-        for part in (
-            spec.python,
-            "-I",
-            ENTRY,
-            "--venv",
-            spec.venv,
-            "--expect-rocm",
-            spec.expect_rocm,
-            "--expect-bitsandbytes",
-            spec.expect_bitsandbytes,
-            *metrics,
-        )
-    )
+    run = " ".join(shlex.quote(part) for part in (spec.python, "-I", ENTRY, *spec.question.to_argv(QUESTION)))
     return (
         f"if [ ! -x {spec.python} ]; then "
         f"echo '{HOOK_PREFIX} not run - {spec.python} is missing (apt-get install python3, then run "

@@ -21,6 +21,7 @@ from roles.apt_hook.model import (
 )
 from roles.host_lock import under_host_lock
 from roles.stage import fail_command, tell_command
+from verify.question import Question
 
 
 def _same_text(installed: str | None, wanted: str) -> bool:
@@ -36,12 +37,9 @@ def _locked(steps: list[str], lock_timeout: int) -> str:
 @operation()
 def apt_hook(
     present: bool = True,
-    venv: str = "",
-    expect_rocm: str = "",
-    expect_bitsandbytes: str = "",
+    question: Question | None = None,
     verifier_sha256: str = "",
     lock_timeout: int = 300,
-    metrics_dir: str | None = None,
 ):
     """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
     a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
@@ -61,7 +59,7 @@ def apt_hook(
         )
         return
     try:
-        spec = HookSpec(files.python, venv, expect_rocm, expect_bitsandbytes, metrics_dir)
+        spec = HookSpec(files.python, question)
         copy = copy_verifier_command(files.python, verifier_sha256)
     except HookSpecError as error:
         yield fail_command(str(error))

@@ -14,7 +14,7 @@ from roles.stage import stage
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
 from roles.verification.fleet import fleet_summary
-from roles.verification.request import expected_request, reports_dir_for
+from roles.verification.request import question_for, reports_dir_for
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 
@@ -23,7 +23,7 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 def status(settings: HostSettings) -> None:
     summary = fleet_summary(state, reports_dir_for(settings), status=True)
     outcome = outcome_of(
-        host.name, host.get_fact(KeptResults), settings.torch_label, request=expected_request(settings)
+        host.name, host.get_fact(KeptResults), settings.torch_label, request=question_for(settings).to_request()
     )
     summary.record(outcome)
     row = summary.row_of(outcome)

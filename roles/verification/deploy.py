@@ -25,7 +25,7 @@ from roles.stage import stage
 from roles.verification.fleet import fleet_summary
 from roles.verification.report_history import compare_and_keep, drift_lines, save_report
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
-from roles.verification.request import check_arguments, expected_request, reports_dir_for
+from roles.verification.request import check_arguments, question_for, reports_dir_for
 from roles.verifier import upload_reads, upload_verifier, verifier_command
 
 
@@ -87,5 +87,5 @@ def verify(settings: HostSettings) -> None:
         run=run,
         reports_dir=str(reports_dir_for(settings)),
         torch_label=settings.torch_label,
-        request=expected_request(settings),
+        request=question_for(settings).to_request(),
     )

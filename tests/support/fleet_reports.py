@@ -13,7 +13,10 @@ Host names are ws01…wsNN in that order.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from roles.verification.host_row import UNREACHABLE, VERIFIED, HostOutcome
+from verify.question import Question
 from verify.report.report import (
     FAIL,
     PASS,
@@ -24,7 +27,6 @@ from verify.report.report import (
     KernelFacts,
     Nf4Run,
     Report,
-    Request,
     StatusLine,
     StraysFacts,
     build_report,
@@ -33,7 +35,7 @@ from verify.report.report import (
 AT = "2026-12-01T17:00:00Z"
 OS = "Ubuntu 24.04.3 LTS"
 KERNEL = "6.8.0-51-generic"
-REQUEST = Request("/opt/rocm-fleet/venv", "7.2.4", "0.50.1", "auto", True, False, "/", expect_amd_repo=True)
+REQUEST = Question(Path("/opt/rocm-fleet/venv"), "7.2.4", "0.50.1", expect_amd_repo=True)
 NO_HIPBLAS = (
     "libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH "
     "/opt/rocm/lib:/opt/rocm-7.2.4/lib, ld.so.cache, system dirs — install ROCm 7.2.4 "

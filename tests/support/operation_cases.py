@@ -32,6 +32,7 @@ from pyinfra.context import ctx_host, ctx_state
 from roles.debian.apt_commands import with_dpkg_lock_timeout
 from roles.host_lock import LOCK_FILE, under_host_lock
 from tests.support.pyinfra_ops import FakeHost
+from verify.question import Question
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
 _HOST_LOCK = re.compile(
@@ -122,11 +123,21 @@ def case_ids(cases: list[tuple[str, str, dict]]) -> list[str]:
     return [f"{subject}/{name}" for subject, name, _ in cases]
 
 
+def case_arguments(args: dict) -> dict:
+    """The operation's arguments from a case's "args": a "question" object is the host's question (verify/question.py),
+    its fields by name."""
+    if isinstance(args.get("question"), dict):
+        paths = {"venv", "root", "metrics_dir"}
+        fields = {key: Path(value) if key in paths and value else value for key, value in args["question"].items()}
+        return {**args, "question": Question(**fields)}
+    return args
+
+
 def check_operation_case(operation, case: dict) -> None:
     """The operation, on a host with the case's fact outputs, yields exactly the case's commands; when it yields none,
     it gives the case's noop description (pyinfra's own rule: doing nothing must say what is already true), and when
     it yields some, no noop description. A case with "logged" gives every line the operation prints on the host."""
-    commands, host = run_operation(operation, case["facts"], **case["args"])
+    commands, host = run_operation(operation, case["facts"], **case_arguments(case["args"]))
     assert commands == case["commands"]
     if case["commands"]:
         assert host.noops == []

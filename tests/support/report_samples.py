@@ -11,7 +11,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from verify.report.report import CheckResult, Facts, HostInfo, ProbeAccountFacts, Report, Request, build_report
+from verify.question import Question
+from verify.report.report import CheckResult, Facts, HostInfo, ProbeAccountFacts, Report, build_report
 
 HOSTNAME = "ws1"
 REQUEST = {
@@ -57,7 +58,7 @@ def sample(
     ]
     return build_report(
         host=HostInfo(HOSTNAME, "Ubuntu 24.04.4 LTS", "6.17.0", "x86_64", "3.12.3"),
-        request=Request(**dict(REQUEST, static_only=static_only)),
+        request=Question.from_request(dict(REQUEST, static_only=static_only)),
         facts=replace(FACTS, probe_account=None) if static_only else FACTS,
         checks=checks,
         generated_at="2026-11-29T18:00:00Z",

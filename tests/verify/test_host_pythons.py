@@ -58,6 +58,8 @@ def check(python: str, archive: Path, root: Path) -> tuple[dict, int]:
             "/opt/rocm-fleet/venv",
             "--expect-rocm",
             "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--json",
         ],
         capture_output=True,

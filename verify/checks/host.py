@@ -18,14 +18,14 @@ import os
 import platform
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from verify.checks.probe_account import ProbeAccount, probe_account
 from verify.debian.dpkg import DpkgDatabaseError, DpkgPackage, read_status
 from verify.ld.fsview import FileSystemView
-from verify.report.report import CheckResult, HostInfo, Request
+from verify.question import Question
+from verify.report.report import CheckResult, HostInfo
 from verify.safe_read import read_text
 from verify.stack.rocm_release import rocm_release
 from verify.stack.venv_layout import find_venv
@@ -35,22 +35,17 @@ STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a w
 
 
 @dataclass(frozen=True)
-class CheckOptions:
-    venv: Path
-    expect_rocm: str
-    expect_bitsandbytes: str = "0.50.1"
-    device: str = "auto"  # "auto" | "cpu"
-    gpu_required: bool = True
-    static_only: bool = False
-    root: Path = Path("/")
-    timeout: float = 900.0
+class CheckOptions(Question):
+    """The question (verify/question.py), and how the run may answer it: time limits, the environment modelled."""
+
+    timeout: float = 900.0  # seconds the runtime probe may take
     static_time_limit: float | None = STATIC_TIME_LIMIT  # None: no limit
-    torch_label: str | None = None  # display only: what this torch stands for (test fleets)
-    expect_amd_repo: bool = False  # ROCm comes from AMD's apt repositories here: check the pin and the lists
-    probe_user: str | None = None  # run the probe as this account (None: see probe_account.probe_account)
-    model: str = "off"  # the model check (verify/checks/model.py): "off" | "synthetic" | a checkpoint directory
     model_timeout: float = 600.0  # seconds the model probe may take
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def question(self) -> Question:
+        return Question(**{spec.name: getattr(self, spec.name) for spec in fields(Question)})
 
 
 class Host:
@@ -87,21 +82,9 @@ class Host:
             pass
         return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version())
 
-    def request(self) -> Request:
+    def request(self) -> Question:
         """What was asked, as the report states it."""
-        options = self.options
-        return Request(
-            str(options.venv),
-            options.expect_rocm,
-            options.expect_bitsandbytes,
-            options.device,
-            options.gpu_required,
-            options.static_only,
-            str(options.root),
-            options.torch_label,
-            options.expect_amd_repo,
-            options.model,
-        )
+        return self.options.question
 
     @property
     def packages(self) -> tuple[DpkgPackage, ...] | None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import signal
 import sys
 from pathlib import Path
@@ -42,9 +41,10 @@ DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state
 DEFAULT_TIME_LIMIT = 60.0
 MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
-_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
+# The part of the inventory's question the hook asks (verify/question.py): the rest is fixed — static checks only.
+QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root", "metrics_dir")
 # What makes two results comparable: the same question asked of the same system.
-_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
+SAME_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
 
 
 class _OneLine(Exception):
@@ -59,17 +59,14 @@ class _HookArgumentParser(argparse.ArgumentParser):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--venv", required=True, type=Path, help="the venv with torch and bitsandbytes")
-    parser.add_argument("--expect-rocm", required=True, metavar="X.Y.Z", help="the ROCm release the host must have")
-    parser.add_argument("--expect-bitsandbytes", default="0.50.1", metavar="VERSION")
+    from verify.question import Question  # imported here, not at the top: see the module docstring
+
+    Question.add_arguments(parser, QUESTION)
     parser.add_argument(
         "--state-dir",
         type=Path,
         default=Path(DEFAULT_STATE_DIR),
         help=f"where the last result and the last passing one are kept (default {DEFAULT_STATE_DIR})",
-    )
-    parser.add_argument(
-        "--root", type=Path, default=Path("/"), help="check the filesystem image at DIR instead of this system (tests)"
     )
     parser.add_argument(
         "--time-limit",
@@ -78,13 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="give up (with one line) after this long, so that apt never waits on the hook "
         f"(at most {MAX_TIME_LIMIT:g}; 0: no limit)",
-    )
-    parser.add_argument(
-        "--metrics-dir",
-        type=Path,
-        metavar="DIR",
-        help="rewrite node_exporter's DIR/rocm_fleet.prom from the results kept in the state "
-        "directory's parent (when DIR exists)",
     )
     parser.add_argument("--verbose", action="store_true", help="also print a line when nothing changed")
 
@@ -143,27 +133,20 @@ def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
     from verify.checks.host import STATIC_TIME_LIMIT
     from verify.checks.registry import CheckOptions, run_checks
+    from verify.question import Question, QuestionError
     from verify.report.drift import compare_reports
     from verify.report.hook_state import HookResult, HookState, StateError
     from verify.report.report import ReportError
     from verify.stack.rocm_release import UnknownRelease
     from verify.stack.venv_layout import VenvError
 
-    if not _RELEASE.match(args.expect_rocm):
-        raise _OneLine(
-            f"not run — --expect-rocm {args.expect_rocm!r} is not a release like 7.2.4 (fix the hook line: "
-            "run tasks/apt_hook.py again)"
-        )
-    if not args.venv.is_absolute():
-        raise _OneLine(f"not run — --venv {args.venv} is not an absolute path (run tasks/apt_hook.py again)")
+    try:
+        question = Question.from_args(args, QUESTION)
+    except QuestionError as error:
+        raise _OneLine(f"not run — {error} (fix the hook line: run tasks/apt_hook.py again)") from None
+    static = {"root": question.root.resolve(), "device": "cpu", "gpu_required": False, "static_only": True}
     options = CheckOptions(
-        venv=args.venv,
-        expect_rocm=args.expect_rocm,
-        expect_bitsandbytes=args.expect_bitsandbytes,
-        device="cpu",
-        gpu_required=False,
-        static_only=True,
-        root=args.root.resolve(),
+        **{**vars(question), **static},
         environ={},
         # Below the hook's own limit, so that a hostile or slow filesystem is a finding in the result, not this
         # hook's "took longer than its time limit" line.
@@ -210,8 +193,8 @@ def hook(args: argparse.Namespace) -> list[str]:
             f"{PREFIX} could not keep this result in {args.state_dir} ({error.strerror or error}): the next "
             "run compares with an older one"
         )
-    if args.metrics_dir is not None:
-        lines += _write_metrics(args.metrics_dir, args.state_dir.parent)
+    if question.metrics_dir is not None:
+        lines += _write_metrics(question.metrics_dir, args.state_dir.parent)
     return lines + describe(report, drift, venv=str(args.venv), details=str(state.last_path), verbose=args.verbose)
 
 
@@ -260,14 +243,15 @@ def _describe_drift(report, drift, *, venv: str, details: str, verbose: bool = F
     return [f"{PREFIX} no change ({verdict}: {report.reason})"] if verbose else []
 
 
-def _question(report) -> tuple:
-    return tuple(getattr(report.request, key) for key in _QUESTION)
+def _question(report) -> dict:
+    request = report.request.to_request()
+    return {key: request[key] for key in SAME_QUESTION}
 
 
 def _describe_question(report) -> str:
-    venv, rocm, bnb, root = _question(report)
-    where = "" if root in (None, "/") else f" under {root}"
-    return f"{venv}{where} for ROCm {rocm}, bitsandbytes {bnb}"
+    asked = _question(report)
+    where = "" if asked["root"] == "/" else f" under {asked['root']}"
+    return f"{asked['venv']}{where} for ROCm {asked['expect_rocm']}, bitsandbytes {asked['expect_bitsandbytes']}"
 
 
 def _stop_in(error: BaseException) -> _OneLine | None:

@@ -28,6 +28,8 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
+from verify.question import Question, QuestionError, request_differences
+
 if TYPE_CHECKING:  # imported where it is used: reading or judging a report needs neither dpkg's nor the ELF reader
     from verify.debian.strays import StraysReport
 
@@ -295,27 +297,11 @@ class HostInfo:
 
 
 @dataclass(frozen=True)
-class Request:
-    """What the verifier was asked (`verify check`'s arguments)."""
-
-    venv: str
-    expect_rocm: str
-    expect_bitsandbytes: str
-    device: str
-    gpu_required: bool
-    static_only: bool
-    root: str
-    torch_label: str | None = None  # display only: what this torch stands for
-    expect_amd_repo: bool = False  # apt.pin and apt.lists were asked for (schema 2)
-    model: str = "off"  # the model check: "off" | "synthetic" | a checkpoint directory on the host (schema 3)
-
-
-@dataclass(frozen=True)
 class Report:
     generated_at: str
     tool_version: str
     host: HostInfo
-    request: Request
+    request: Question  # written as its to_request(); expect_amd_repo since schema 2, model since 3
     facts: Facts
     verdict: str
     reason: str
@@ -390,7 +376,7 @@ class Report:
             "generated_at": self.generated_at,
             "tool": {"name": TOOL_NAME, "version": self.tool_version},
             "host": _to_json(self.host),
-            "request": _to_json(self.request),
+            "request": self.request.to_request(),
             "facts": _to_json(self.facts),
             "verdict": self.verdict,
             "reason": self.reason,
@@ -418,13 +404,22 @@ class Report:
             generated_at=str(data["generated_at"]),
             tool_version=str(tool.get("version")),
             host=_record(HostInfo, data["host"], "host"),
-            request=_record(Request, data["request"], "request"),
+            request=_request(data["request"]),
             facts=Facts.from_json(data["facts"]),
             verdict=data["verdict"],
             reason=str(data["reason"]),
             checks=checks,
             document=data,
         )
+
+
+def _request(data: Any) -> Question:
+    if not isinstance(data, Mapping):
+        raise ReportError("request is not an object")
+    try:
+        return Question.from_request(data)
+    except QuestionError as error:
+        raise ReportError(str(error)) from None
 
 
 def _check(data: Any) -> CheckResult:
@@ -512,12 +507,7 @@ def judge_report(
     if skipped and verdict != FAIL:
         return Judgement(False, f"the report passes with check(s) {', '.join(skipped)} skipped", RERUN_FIX)
     if request is not None:
-        asked = report["request"]
-        wrong = [
-            f"{key} {asked.get(key)!r} (asked {value!r})"
-            for key, value in request.items()
-            if not _same(asked.get(key), value)
-        ]
+        wrong = request_differences(report["request"], request)
         if wrong:
             return Judgement(False, f"the report answers another question: {', '.join(wrong)}", RERUN_FIX)
     if hostname is not None and report["host"]["hostname"] != hostname:
@@ -569,10 +559,6 @@ def _required_checks(report: Mapping[str, Any]) -> list[str]:
     return required
 
 
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
 @lru_cache(maxsize=1)
 def _schema_validator():
     from verify.report.schema_check import Validator
@@ -609,7 +595,7 @@ def headline(checks: Iterable[CheckResult]) -> str:
 def build_report(
     *,
     host: HostInfo,
-    request: Request,
+    request: Question,
     facts: Facts,
     checks: list[CheckResult],
     generated_at: str,

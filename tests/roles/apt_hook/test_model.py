@@ -5,14 +5,18 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from roles.apt_hook.model import ENTRY, HookSpec, HookSpecError, config_text, hook_command
 from roles.settings import check_data
 from roles.validators import PLAIN_CHARACTERS
+from roles.verification.request import question_for
+from verify.question import Question
 
-SPEC = HookSpec("/usr/bin/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
+QUESTION = Question(Path("/opt/rocm-fleet/venv"), "7.2.4", "0.50.1")
+SPEC = HookSpec("/usr/bin/python3", QUESTION)
 
 
 @pytest.mark.skipif(not shutil.which("apt-config"), reason="needs apt-config (Debian/Ubuntu)")
@@ -31,7 +35,7 @@ def test_apt_reads_the_configuration_as_one_post_invoke_command(tmp_path):
 def test_the_hook_line_never_fails_and_says_what_is_missing_in_one_line():
     """Run by a real shell as apt runs it (sh -c): python3 missing, then the verifier copy missing (it is never on
     this machine: /var/lib/rocm-fleet belongs to hosts)."""
-    no_python = HookSpec("/nonexistent/python3", "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
+    no_python = HookSpec("/nonexistent/python3", QUESTION)
     done = subprocess.run(["sh", "-c", hook_command(no_python)], capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout == (
@@ -49,7 +53,7 @@ def test_and_whatever_the_verifier_exits_with_the_line_exits_0(tmp_path):
     failing = tmp_path / "python3"
     failing.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")
     failing.chmod(0o755)
-    line = hook_command(HookSpec(str(failing), "/opt/rocm-fleet/venv", "7.2.4", "0.50.1"))
+    line = hook_command(HookSpec(str(failing), QUESTION))
     done = subprocess.run(["sh", "-c", line.replace(f"[ ! -f {ENTRY} ]", "false")], capture_output=True, text=True)
     assert done.returncode == 0 and "boom" in done.stderr
 
@@ -61,7 +65,7 @@ def test_any_venv_path_the_inventory_accepts_goes_into_the_line_as_it_is(tmp_pat
     venv = "/srv/" + "".join(sorted(PLAIN_CHARACTERS - {"/"})) + "/venv"
     settings, problems = check_data("ws1", {"venv_path": venv, "bitsandbytes_version": "0.50.1+local.2"})
     assert problems == ()
-    spec = HookSpec("/usr/bin/python3", settings.venv_path, settings.rocm_release, settings.bitsandbytes_version)
+    spec = HookSpec("/usr/bin/python3", question_for(settings))
     conf = tmp_path / "80rocm-fleet-verify"
     conf.write_text(config_text(spec))
     dumped = subprocess.run(
@@ -77,7 +81,7 @@ def test_any_venv_path_the_inventory_accepts_goes_into_the_line_as_it_is(tmp_pat
 def test_a_host_python3_the_line_cannot_carry_is_refused(python):
     """The host's python3 is found on the host, not configured: the one value the hook line still checks."""
     with pytest.raises(HookSpecError) as raised:
-        HookSpec(python, "/opt/rocm-fleet/venv", "7.2.4", "0.50.1")
+        HookSpec(python, QUESTION)
     assert str(raised.value).startswith(
         f"apt hook: the host's python3 is {python!r}, a path the apt configuration line cannot carry"
     )

@@ -22,7 +22,7 @@ import pytest
 
 from roles.settings import check_data
 from roles.verification.deploy import remote_command
-from roles.verification.request import check_arguments, expected_request
+from roles.verification.request import check_arguments, question_for
 from roles.verifier import STALE_EXIT, stale_line, verifier_command
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
@@ -139,7 +139,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     report = json.loads((reports / "@local.json").read_text())
     assert report["verdict"] == "fail" and report["request"]["device"] == "cpu"
     assert report["request"]["torch_label"] == LABEL
-    assert report["request"] == expected_request(settings(**inventory_data(venv, reports)))
+    assert report["request"] == question_for(settings(**inventory_data(venv, reports))).to_request()
     summary = (reports / "summary.md").read_text()
     assert "| @local | **FAIL** | linkage.static +" in summary
     assert (

@@ -376,7 +376,15 @@ def test_verify_check_runs_the_model_check_after_nf4_on_the_cpu_as_the_owner_and
 
 def _host(probe_user: str, nf4_results: list[CheckResult], **options) -> Host:
     """A Host of the real venv whose NF4 outcome is given (the runtime probe itself is tested in test_runtime.py)."""
-    host = Host(CheckOptions(venv=transformers_venv(), expect_rocm="7.2.4", probe_user=probe_user, **options))
+    host = Host(
+        CheckOptions(
+            venv=transformers_venv(),
+            expect_rocm="7.2.4",
+            expect_bitsandbytes="0.50.1",
+            probe_user=probe_user,
+            **options,
+        )
+    )
     host._shared[nf4._results] = nf4_results
     return host
 

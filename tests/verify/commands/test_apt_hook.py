@@ -136,6 +136,8 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
             VENV,
             "--expect-rocm",
             "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--root",
             str(workstation.root),
             "--state-dir",
@@ -335,6 +337,8 @@ def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
             VENV,
             "--expect-rocm",
             "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--root",
             str(workstation.root),
             "--state-dir",
@@ -352,9 +356,10 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     """apt_hook.py imports nothing from the verifier outside its guard, so it spells these out: they must not drift."""
     import argparse
 
-    from verify.commands.apt_hook import DEFAULT_STATE_DIR, add_arguments
+    from verify.commands.apt_hook import DEFAULT_STATE_DIR, QUESTION, add_arguments
     from verify.commands.check import register as register_check
     from verify.report.hook_state import DEFAULT_DIR
+    from verify.question import Question
     from verify.report.kept_files import KEPT, STATE_ROOT
 
     assert DEFAULT_STATE_DIR == DEFAULT_DIR
@@ -364,9 +369,10 @@ def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
     add_arguments(hook_parser)
     check_parser = argparse.ArgumentParser().add_subparsers()
     register_check(check_parser)
-    hook_args = hook_parser.parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
-    check_args = check_parser.choices["check"].parse_args(["--venv", VENV, "--expect-rocm", "7.2.4"])
-    assert hook_args.expect_bitsandbytes == check_args.expect_bitsandbytes
+    asked = ["--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1"]
+    hook_args = hook_parser.parse_args(asked)
+    check_args = check_parser.choices["check"].parse_args(asked)
+    assert Question.from_args(hook_args, QUESTION) == Question.from_args(check_args, QUESTION)
     assert hook_args.state_dir == Path(DEFAULT_DIR)
 
 

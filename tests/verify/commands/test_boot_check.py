@@ -27,6 +27,8 @@ def boot_check(root: Path, state: Path, *extra: str) -> subprocess.CompletedProc
             "/opt/rocm-fleet/venv",
             "--expect-rocm",
             "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--root",
             str(root),
             "--state-dir",

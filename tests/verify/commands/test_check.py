@@ -28,20 +28,36 @@ def verify(*arguments: str) -> subprocess.CompletedProcess:
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path):
-    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4")
+    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1")
     assert done.returncode == 2
     assert (
         done.stderr.strip()
         == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"
     )
-    assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2").returncode == 2
-    assert verify("--venv", "relative/venv", "--expect-rocm", "7.2.4").returncode == 2
-    assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--device", "gpu").returncode == 2
+    assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2", "--expect-bitsandbytes", "0.50.1").returncode == 2
+    assert (
+        verify("--venv", "relative/venv", "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1").returncode == 2
+    )
+    assert (
+        verify(
+            "--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1", "--device", "gpu"
+        ).returncode
+        == 2
+    )
     (tmp_path / "pyvenv.cfg").write_text("version = 3.11.2\n")
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").symlink_to("/usr/bin/python3")
     (tmp_path / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
-    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--probe-user", "no-such-user")
+    done = verify(
+        "--venv",
+        str(tmp_path),
+        "--expect-rocm",
+        "7.2.4",
+        "--expect-bitsandbytes",
+        "0.50.1",
+        "--probe-user",
+        "no-such-user",
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "verify check: --probe-user: account 'no-such-user' does not exist — pass the venv's owner (venv_owner)"
@@ -53,7 +69,9 @@ def test_all_passed_exits_0_and_prints_one_line_per_check(tmp_path):
     image.torch()
     image.bitsandbytes()
     image.system_rocm()
-    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4")
+    done = verify(
+        "--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].endswith(": PASS — all 8 checks passed")  # the kernel checks skip an image
@@ -84,6 +102,8 @@ def test_the_zipapp_runs_the_same_checks_with_the_systems_bare_python3(tmp_path)
             str(torch_cpu_venv()),
             "--expect-rocm",
             "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--device",
             "cpu",
             "--no-gpu-required",
@@ -135,7 +155,17 @@ def test_a_hostile_file_at_bitsandbytes_library_is_a_finding_of_check_root(tmp_p
     else:
         plant(target, kind)
     with fifo_readers(target) as opened:
-        done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json")
+        done = verify(
+            "--root",
+            str(image.root),
+            "--venv",
+            VENV,
+            "--expect-rocm",
+            "7.2.4",
+            "--expect-bitsandbytes",
+            "0.50.1",
+            "--json",
+        )
     assert opened.count == 0, "the static check opened the FIFO to read it"
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
@@ -150,7 +180,9 @@ def test_a_symlink_to_dev_zero_in_an_image_stays_in_the_image(tmp_path):
     the host's /dev/zero is never opened."""
     image = provisioned(tmp_path)
     plant(image.path(BNB_LIBRARY), "symlink to /dev/zero")
-    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--json")
+    done = verify(
+        "--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1", "--json"
+    )
     linkage = next(c for c in json.loads(done.stdout)["checks"] if c["id"] == "linkage.static")
     assert done.returncode == 1 and linkage["status"] == "fail", linkage
 
@@ -160,7 +192,14 @@ def test_the_static_part_out_of_time_is_a_failing_check_not_a_hang(tmp_path):
     what it stopped at, the runtime probe is not started, and the report still proves what it says."""
     image = provisioned(tmp_path)
     report = run_checks(
-        CheckOptions(venv=Path(VENV), expect_rocm="7.2.4", root=image.root, static_only=True, static_time_limit=0)
+        CheckOptions(
+            venv=Path(VENV),
+            expect_rocm="7.2.4",
+            expect_bitsandbytes="0.50.1",
+            root=image.root,
+            static_only=True,
+            static_time_limit=0,
+        )
     ).to_json()
     assert [c["id"] for c in report["checks"]] == list(STATIC_CHECK_IDS)
     for check in report["checks"]:
@@ -177,7 +216,14 @@ def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_fil
     plant(image.path(BNB_LIBRARY), "fifo")
     with fifo_readers(image.path(BNB_LIBRARY)) as opened:
         report = run_checks(
-            CheckOptions(venv=image.path(VENV), expect_rocm="7.2.4", device="cpu", gpu_required=False, environ={})
+            CheckOptions(
+                venv=image.path(VENV),
+                expect_rocm="7.2.4",
+                expect_bitsandbytes="0.50.1",
+                device="cpu",
+                gpu_required=False,
+                environ={},
+            )
         ).to_json()
     assert opened.count == 0
     runtime = next(c for c in report["checks"] if c["id"] == "runtime.torch")
@@ -207,7 +253,9 @@ MODEL = "is not off, synthetic or the absolute path of a checkpoint directory on
 )
 def test_a_bad_timeout_or_model_is_one_line_and_exit_2(tmp_path, option, argument, words):
     """Issue 9 finding 10: `--timeout nan` ended in a traceback from subprocess. --model: off, synthetic or a path."""
-    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", f"{option}={argument}")
+    done = verify(
+        "--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1", f"{option}={argument}"
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"python -m verify check: argument {option}: {argument!r} {words} (see python -m verify check --help)"
@@ -216,7 +264,9 @@ def test_a_bad_timeout_or_model_is_one_line_and_exit_2(tmp_path, option, argumen
 
 def test_a_model_path_that_is_no_directory_here_is_one_line_and_exit_2(tmp_path):
     missing = tmp_path / "no-such-model"
-    done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--model", str(missing))
+    done = verify(
+        "--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1", "--model", str(missing)
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"verify check: --model {missing}: no such directory on this host — give a checkpoint directory"
@@ -238,6 +288,8 @@ def test_a_report_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
                 VENV,
                 "--expect-rocm",
                 "7.2.4",
+                "--expect-bitsandbytes",
+                "0.50.1",
                 "--json",
             ],
             cwd=REPO,
@@ -266,6 +318,8 @@ def test_keep_in_keeps_the_report_on_the_host_and_metrics_dir_writes_the_metrics
         VENV,
         "--expect-rocm",
         "7.2.4",
+        "--expect-bitsandbytes",
+        "0.50.1",
         "--json",
         "--keep-in",
         str(kept),
@@ -285,11 +339,31 @@ def test_a_report_it_cannot_keep_is_a_warning_not_a_failure(tmp_path):
     image.bitsandbytes()
     image.system_rocm()
     done = verify(
-        "--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--keep-in", str(tmp_path / "missing")
+        "--root",
+        str(image.root),
+        "--venv",
+        VENV,
+        "--expect-rocm",
+        "7.2.4",
+        "--expect-bitsandbytes",
+        "0.50.1",
+        "--keep-in",
+        str(tmp_path / "missing"),
     )
     assert done.returncode == 0 and done.stdout.splitlines()[0].endswith(": PASS — all 8 checks passed")
     assert done.stderr == (
         f"verify check: warning: could not keep the report in {tmp_path / 'missing'} (No such file or directory)\n"
     )
-    done = verify("--root", str(image.root), "--venv", VENV, "--expect-rocm", "7.2.4", "--metrics-dir", str(tmp_path))
+    done = verify(
+        "--root",
+        str(image.root),
+        "--venv",
+        VENV,
+        "--expect-rocm",
+        "7.2.4",
+        "--expect-bitsandbytes",
+        "0.50.1",
+        "--metrics-dir",
+        str(tmp_path),
+    )
     assert done.returncode == 2 and "--metrics-dir needs --keep-in" in done.stderr

@@ -66,7 +66,18 @@ def test_an_unknown_release_is_refused_naming_the_known_ones(tmp_path: Path):
         "not know — known: 7.2.4 (a release is added as verify/stack/releases/7.2.9.json)"
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "verify", "check", "--venv", str(tmp_path), "--expect-rocm", "7.2.9"],
+        [
+            sys.executable,
+            "-m",
+            "verify",
+            "check",
+            "--venv",
+            str(tmp_path),
+            "--expect-rocm",
+            "7.2.9",
+            "--expect-bitsandbytes",
+            "0.50.1",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -141,6 +152,8 @@ def test_a_new_release_file_is_picked_up_everywhere_without_code_changes(release
             str(image.root),
             "--expect-rocm",
             "7.2.5",
+            "--expect-bitsandbytes",
+            "0.50.1",
             "--json",
         ],
         capture_output=True,
