@@ -4,10 +4,11 @@
 
 Runs inside a local test workstation (localfleet; the hook installed there by tasks/apt_hook.py) and times, round
 after round so that machine load hits all alike:
-  (a) the hook as apt runs it: the host's python3 on the hook's compiled copy of the verifier, with the settings of
-      the installed /etc/apt/apt.conf.d/80rocm-fleet-verify (state written to a scratch directory, so the host's
-      own hook results are left alone);
-  (b) the same check from the uploaded verify.pyz (what the hook would cost without its compiled copy);
+  (a) the hook as apt runs it: the host's python3 on the installed verifier's launcher (its sha256 checked by the
+      hook line, the version held to the launcher's rule: every file's sha256), with the settings of the installed
+      /etc/apt/apt.conf.d/80rocm-fleet-verify (state written to a scratch directory, so the host's own hook results
+      are left alone);
+  (b) the same check from the same installed version without the launcher and its rule (what the rule costs);
   (c) `python3 -I -c pass` (the interpreter's start alone) and (d) `dpkg -l` (a small dpkg run), as peers.
 Prints best and median of each, the ratios against (c) and (d), and whether (a) is well under the 2 s budget
 (target: best under 1 s). The timing runs inside the host, so chroot/SSH start-up is not counted.
@@ -25,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from roles.apt_hook.model import CONF_PATH, ENTRY  # noqa: E402
-from roles.verifier import REMOTE_VERIFIER  # noqa: E402
+from roles.apt_hook.model import CONF_PATH  # noqa: E402
+from roles.verifier import LAUNCHER, TOP  # noqa: E402
 
 # Runs inside the host with its python3: times each command, interleaved, and prints JSON.
 TIMER = r"""
@@ -52,7 +53,7 @@ TARGET_S = 1.0  # "well under two seconds per dpkg run"
 
 def hook_arguments(config: str) -> list[str]:
     """The verifier arguments of the installed hook line (venv, releases), read back from the apt configuration."""
-    found = re.search(rf" -I {re.escape(ENTRY)} (.*?); fi", config)
+    found = re.search(rf" -I -S {re.escape(LAUNCHER)} apt-hook (.*?); elif", config)
     if not found:
         raise SystemExit(f"{CONF_PATH} holds no rocm-fleet hook line: install it with tasks/apt_hook.py first")
     return shlex.split(found.group(1))
@@ -73,9 +74,15 @@ def main() -> int:
     python = re.search(r"if \[ ! -x (\S+) \]", config).group(1)
     scratch = "/tmp/rocm-fleet-bench-state"
     common = " ".join(shlex.quote(a) for a in (*arguments, "--state-dir", scratch, "--verbose"))
+    version = host.run(["readlink", f"{TOP}/current"]).stdout.strip()
+    hook_line = re.search(r'DPkg::Post-Invoke \{ "(.*)"; \};', config).group(1)
+    unchecked = (
+        f"import sys; sys.dont_write_bytecode = True; sys.path.insert(0, {TOP + '/' + version!r}); "
+        "from verify.cli import main; sys.exit(main())"
+    )
     commands = {
-        "(a) hook, as apt runs it": f"{python} -I {ENTRY} {common}",
-        "(b) same check from verify.pyz": f"{python} -I {REMOTE_VERIFIER} apt-hook {common}",
+        "(a) hook, as apt runs it": hook_line.replace(f"apt-hook {' '.join(arguments)}", f"apt-hook {common}"),
+        "(b) same, without the launcher": f"{python} -I -S -c {shlex.quote(unchecked)} apt-hook {common}",
         "(c) python3 -I -c pass": f"{python} -I -c pass",
         "(d) dpkg -l": "dpkg -l",
     }
@@ -93,8 +100,8 @@ def main() -> int:
     for label, seconds in results.items():
         ratios = f"= {seconds['best'] / pass_s:5.1f} x (c), {seconds['best'] / dpkg_s:5.1f} x (d)"
         print(f"  {label:34s} {seconds['best']:6.3f} s ({seconds['median']:6.3f} s)  {ratios}")
-    hook_s, zip_s = results["(a) hook, as apt runs it"]["best"], results["(b) same check from verify.pyz"]["best"]
-    print(f"the compiled copy saves {zip_s - hook_s:.3f} s per dpkg run ({zip_s / hook_s:.1f} x faster than the zip)")
+    hook_s, bare_s = results["(a) hook, as apt runs it"]["best"], results["(b) same, without the launcher"]["best"]
+    print(f"the launcher and its rule cost {hook_s - bare_s:.3f} s per dpkg run ({hook_s / bare_s:.2f} x)")
     ok = hook_s < TARGET_S
     print(
         f"hook {hook_s:.3f} s per dpkg run: {'well under' if ok else 'NOT well under'} the 2 s budget "

@@ -6,8 +6,8 @@ Over every shared library of a large venv (default: torch 2.14.1 CUDA build with
 bitsandbytes 0.50.1, built once by tests/support/venvs.py, 5.5 GB), measures
   (a) this analyser over all files in one fresh process of this venv's interpreter (start, imports, analysis and
       exit included),
-  (d) the same with the deployed form: the verifier archive as the apt hook runs it — unpacked, byte-compiled and
-      run by the host's python3 with -I (roles/verifier.py, roles/apt_hook),
+  (d) the same with the deployed form: the verifier's archive as a host installs it — unpacked and byte-compiled
+      by the host's python3, run by it with -I -S (roles/verifier.py; the launcher's check of the version left out),
   (b) `ldd FILE` for each file,
   (c) `libtree FILE` for each file,
 and prints wall and CPU times (best and median of --rounds), the ratios against (a) and (d), in how many rounds the
@@ -34,9 +34,9 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -141,23 +141,20 @@ def host_python3() -> str | None:
 
 
 def deployed_copy(python3: str, into: Path) -> Path:
-    """The verifier as the apt hook keeps it: the archive's files unpacked and byte-compiled by the host's python3."""
+    """The verifier as a host installs it: the archive's files unpacked and byte-compiled by the host's python3."""
     # Built in another process: importing roles.verifier (pyinfra) here would grow this process, and a bigger
     # process forks more slowly, for every file of the ldd and libtree loops.
     archive_bytes = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from roles.verifier import zipapp_bytes; sys.stdout.buffer.write(zipapp_bytes())",
-        ],
+        [sys.executable, "-c", "import sys; from roles.verifier import archive; sys.stdout.buffer.write(archive())"],
         capture_output=True,
         cwd=REPO,
         check=True,
     ).stdout
     copy = into / "verifier"
-    with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
-        archive.extractall(copy)
-    subprocess.run([python3, "-I", "-m", "compileall", "-q", str(copy)], check=True, stdout=subprocess.DEVNULL)
+    with tarfile.open(fileobj=io.BytesIO(archive_bytes)) as opened:
+        opened.extractall(copy)
+    compile_all = [python3, "-I", "-S", "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(copy)]
+    subprocess.run(compile_all, check=True, stdout=subprocess.DEVNULL)
     return copy
 
 
@@ -189,7 +186,7 @@ def main() -> int:
         deployed = deployed_copy(args.python3, workdir) if args.python3 else None
         contenders = {"analyser": ([sys.executable], str(REPO))}
         if deployed:
-            contenders["deployed"] = ([args.python3, "-I"], str(deployed))
+            contenders["deployed"] = ([args.python3, "-I", "-S"], str(deployed))
         # Each contender's process with no file to analyse: interpreter start, imports, Analyser(), exit — what any
         # run pays before and after the analysis itself.
         floors = {f"{name} start": contender for name, contender in contenders.items()}
@@ -237,7 +234,7 @@ def main() -> int:
     labels = {
         "analyser": f"(a) analyser, one process ({Path(sys.executable).name} of this venv)",
         "analyser start": "    of which start, imports, exit (no files)",
-        "deployed": f"(d) deployed form ({args.python3} -I, compiled copy)",
+        "deployed": f"(d) deployed form ({args.python3} -I -S, installed copy)",
         "deployed start": "    of which start, imports, exit (no files)",
         "ldd": "(b) ldd on each file",
         "libtree": "(c) libtree on each file",

@@ -4,10 +4,11 @@ the same run.
     sudo .venv/bin/python bench/reverify.py [--fleet NAME] [--rounds N]
 
 On a local fleet whose hosts have their venv (`pyinfra INVENTORY tasks/venv.py`), times, round after round:
-  (a) `pyinfra INVENTORY tasks/verify.py -y` — the re-verification: verifier upload check, `verify check` on every
+  (a) `pyinfra INVENTORY tasks/verify.py -y` — the re-verification: the verifier's install check, `verify check` on every
       host in parallel (static checks, versions, strays, the runtime probe and NF4 on the CPU), reports, summary;
   (b) `pyinfra INVENTORY exec -y -- true` — pyinfra's own cost: start, connect to every host, run one command;
-  (c) the verifier's check on one host alone, timed inside it (`python3 verify.pyz check … --device cpu`) — the work
+  (c) the verifier's check on one host alone, timed inside it (the stage's own command: the installed verifier's
+      `check … --device cpu` through its launcher) — the work
       each host does;
 and prints best and median of each and the ratios (a)/(b), (a)/(c). Reports go to a scratch directory; every host of
 the local fleet fails its check (no system ROCm there), which costs the same as passing.
@@ -74,7 +75,7 @@ def main() -> int:
     times: dict[str, list[float]] = {"a": [], "b": [], "c": []}
     with tempfile.TemporaryDirectory(prefix="reverify-reports-") as reports:
         verify = [PYINFRA, inventory, "tasks/verify.py", "-y", "--data", f"reports_dir={reports}"]
-        timed(verify)  # uploads the verifier if this checkout changed it: not part of a re-verification's cost
+        timed(verify)  # installs the verifier if this checkout changed it: not part of a re-verification's cost
         for _ in range(args.rounds):
             times["a"].append(timed(verify))
             times["b"].append(timed([PYINFRA, inventory, "exec", "-y", "--", "true"]))

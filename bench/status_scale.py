@@ -14,8 +14,9 @@ Where the time goes beyond the floor, measured apart:
 - the controller's imports: CPU of importing what tasks/status.py imports, in a fresh interpreter that has already
   imported what the floor imports (pyinfra compiles the project's modules from source on every run: its CLI sets
   sys.dont_write_bytecode);
-- the host's side: the status fact's program (roles/status/facts.py PROGRAM: kept_files.py and safe_read.py run by
-  the host's `python3 -I -S`) inside ws1, against a bare `python3 -I -S -c pass` and `true` (what the floor runs).
+- the host's side: the status fact's command (roles/status/facts.py KeptResults: the installed verifier's `kept`,
+  through its launcher) of each checkout inside ws1, against a bare `python3 -I -S -c pass` and `true` (what the
+  floor runs).
   On this machine the hosts share the controller's cores, so at N hosts their programs add up; on a real fleet each
   host runs its own in parallel.
 
@@ -53,7 +54,7 @@ IMPORT_PROBE = (
     f"{FLOOR_IMPORTS}\nimport time\nstarted = time.process_time()\n{STATUS_IMPORTS}\n"
     "print(time.process_time() - started)"
 )
-GET_PROGRAM = "import sys\nfrom roles.status.facts import PROGRAM\nsys.stdout.write(PROGRAM)"
+GET_COMMAND = "import sys\nfrom roles.status.facts import KeptResults\nsys.stdout.write(KeptResults().command())"
 
 
 def run_in(checkout: Path, inventory: str, arguments: list[str]) -> tuple[float, float]:
@@ -84,11 +85,9 @@ def import_cpu(checkout: Path, times: int) -> float:
 
 
 def host_side(host, programs: dict[str, str], times: int) -> dict[str, tuple[float, float]]:
-    """(wall, CPU) medians of each program run inside `host` by its own python3 -I -S (and of `true`)."""
+    """(wall, CPU) medians of each status fact's command run inside `host` as root (and of `true`, `python3 -I -S`)."""
     commands = {"true": ["true"], "python3 -I -S -c pass": ["python3", "-I", "-S", "-c", "pass"]}
-    commands.update(
-        {f"status fact ({label})": ["python3", "-I", "-S", "-c", source] for label, source in programs.items()}
-    )
+    commands.update({f"status fact ({label})": ["sh", "-c", command] for label, command in programs.items()})
     found = collections.defaultdict(list)
     for _ in range(times):
         for label, argv in commands.items():
@@ -158,7 +157,7 @@ def main() -> int:
 
         programs = {
             label: subprocess.run(
-                [sys.executable, "-c", GET_PROGRAM], cwd=path, capture_output=True, text=True, check=True
+                [sys.executable, "-c", GET_COMMAND], cwd=path, capture_output=True, text=True, check=True
             ).stdout
             for label, path in checkouts.items()
         }

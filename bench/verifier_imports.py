@@ -1,18 +1,18 @@
-"""Benchmark (not a test): what the verifier's bytecode cache (verify/bytecode_cache.py) saves a host per run.
+"""Benchmark (not a test): what the installed verifier costs a host per run, and what of it is the launcher's rule.
 
     sudo .venv/bin/python bench/verifier_imports.py [--rounds 15] [--venv PATH]
 
-The archive the deploy uploads (roles/verifier.py zipapp_bytes), run by this machine's python3 as a host runs it
-(`python3 -I -S verify.pyz …`, as root) in three ways, interleaved in a new order every round, CPU (user + system)
-from wait4:
-- "no cache": the archive in a directory others may write (mode 0775), where the cache is never used — what every
-  run cost before the cache: zipimport compiles each module, twice;
-- "cache": the archive in a root-only directory, its cache filled by one untimed run first;
-- peer, "unpacked": the same files unpacked and byte-compiled by python3 -m compileall — how the apt hook runs its
-  own copy (roles/apt_hook/model.py); the least a run from source files with byte-code can cost.
-Commands: `strays --json` (every deploy's read-ahead asks it) and `check --static-only` against --venv (default this
-checkout's .venv; the verification stage's static part, whatever its verdict). Medians, and cache ÷ no cache,
-cache ÷ unpacked.
+This checkout's verifier is installed in a scratch directory by the host's own install script (roles/verifier.py:
+unpacked, byte-compiled by this machine's python3, sealed), then run by that python3 as a host runs it (as root),
+interleaved in a new order every round, CPU (user + system) from wait4:
+- "launcher": `python3 -I -S launcher.py --version V COMMAND …`, what every caller runs: the version held to the rule
+  (verify/launcher.py: every file's owner, mode and sha256), then the command;
+- "no rule": the same installed version run without the launcher (its directory put on sys.path by hand): what a run
+  costs without the check;
+- "rule alone": `launcher.py --check DIR V`, and `python3 -I -S -c pass`, the interpreter's start.
+Commands: `strays --json` (every deploy's read-ahead asks it), `check --static-only` against --venv (default this
+checkout's .venv; the apt hook's work, whatever its verdict) and `kept` (the status task's question). Medians, and
+launcher ÷ no rule.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from roles.verifier import zipapp_bytes  # noqa: E402
+from roles.verifier import archive, install_script, version  # noqa: E402
 
 PYTHON3 = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 
@@ -42,68 +41,68 @@ def cpu(argv: list[str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def install(top: Path) -> Path:
+    """This checkout's verifier installed in `top` by the host's install script (this machine's python3)."""
+    top.mkdir(mode=0o755)
+    partial = top / ".upload.bench"
+    partial.write_bytes(archive())
+    path = f"{Path(PYTHON3).parent}:/usr/sbin:/usr/bin:/sbin:/bin"
+    script = install_script(str(partial), "bench", top=str(top), legacy=())
+    subprocess.run(["sh", "-c", script], check=True, env={"PATH": path})
+    return top / version()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--venv", type=Path, default=REPO / ".venv")
     args = parser.parse_args()
     if os.geteuid() != 0:
-        sys.exit("run as root: the cache is root's only (sudo .venv/bin/python bench/verifier_imports.py)")
+        sys.exit("run as root: the verifier is root's only (sudo .venv/bin/python bench/verifier_imports.py)")
     scratch = Path(tempfile.mkdtemp(prefix="verifier-imports-"))
+    scratch.chmod(0o755)
     try:
-        archive = zipapp_bytes()
-        places = {}
-        for label, mode in (("no cache", 0o775), ("cache", 0o755)):
-            directory = scratch / label.replace(" ", "-")
-            directory.mkdir(mode=mode)
-            directory.chmod(mode)
-            (directory / "verify.pyz").write_bytes(archive)
-            places[label] = str(directory / "verify.pyz")
-        unpacked = scratch / "unpacked"
-        with zipfile.ZipFile(places["cache"]) as opened:
-            opened.extractall(unpacked)
-        subprocess.run([PYTHON3, "-m", "compileall", "-q", str(unpacked)], check=True, stdout=subprocess.DEVNULL)
-        places["unpacked"] = str(unpacked)
+        directory = install(scratch / "verifier")
+        launcher = str(scratch / "verifier" / "launcher.py")
+        bare = (
+            f"import sys; sys.dont_write_bytecode = True; sys.path.insert(0, {str(directory)!r}); "
+            "from verify.cli import main; sys.exit(main())"
+        )
+        ways = {
+            "launcher": [PYTHON3, "-I", "-S", launcher, "--version", version()],
+            "no rule": [PYTHON3, "-I", "-S", "-c", bare],
+        }
         commands = {
             "strays --json": ["strays", "--json"],
             "check --static-only": [
-                "check",
-                "--static-only",
-                "--venv",
-                str(args.venv),
-                "--expect-rocm",
-                "7.2.4",
-                "--expect-bitsandbytes",
-                "0.50.1",
-                "--device",
-                "cpu",
-                "--no-gpu-required",
-                "--json",
+                *("check", "--static-only", "--venv", str(args.venv), "--expect-rocm", "7.2.4"),
+                *("--expect-bitsandbytes", "0.50.1", "--device", "cpu", "--no-gpu-required", "--json"),
             ],
+            "kept": ["kept"],
         }
-        for words in commands.values():  # fills the cache, and the page cache for all three
-            for place in places.values():
-                cpu([PYTHON3, "-I", "-S", place, *words])
-        if not (scratch / "cache" / "bytecode").is_dir() or (scratch / "no-cache" / "bytecode").exists():
-            sys.exit("the cache was not used where it should be, or used where it must not be")
-        found = {(command, label): [] for command in commands for label in places}
-        runs = list(found)
+        runs = {(command, way): [*ways[way], *words] for command, words in commands.items() for way in ways}
+        runs["rule alone", ""] = [PYTHON3, "-I", "-S", launcher, "--check", str(directory), version()]
+        runs["python3 -I -S -c pass", ""] = [PYTHON3, "-I", "-S", "-c", "pass"]
+        for argv in runs.values():  # the page cache warm for all
+            cpu(argv)
+        found = {key: [] for key in runs}
+        order = list(runs)
         for _ in range(args.rounds):
-            random.shuffle(runs)
-            for command, label in runs:
-                found[command, label].append(cpu([PYTHON3, "-I", "-S", places[label], *commands[command]]))
+            random.shuffle(order)
+            for key in order:
+                found[key].append(cpu(runs[key]))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"median CPU ms of {args.rounds} rounds ({PYTHON3} -I -S …, as root)")
-    print("| command | no cache | cache | unpacked (peer) | cache ÷ no cache | cache ÷ unpacked |")
-    print("|---|---|---|---|---|---|")
+    med = {key: statistics.median(values) * 1000 for key, values in found.items()}
+    print(f"median CPU ms of {args.rounds} rounds ({PYTHON3} -I -S …, as root); load {os.getloadavg()[0]:.2f}")
+    print("| command | launcher | no rule | launcher ÷ no rule |")
+    print("|---|---|---|---|")
     for command in commands:
-        med = {label: statistics.median(found[command, label]) * 1000 for label in places}
-        print(
-            f"| {command} | {med['no cache']:.1f} | {med['cache']:.1f} | {med['unpacked']:.1f} | "
-            f"{med['cache'] / med['no cache']:.2f} | {med['cache'] / med['unpacked']:.2f} |"
-        )
+        a, b = med[command, "launcher"], med[command, "no rule"]
+        print(f"| {command} | {a:.1f} | {b:.1f} | {a / b:.2f} |")
+    print(f"the rule alone (launcher.py --check): {med['rule alone', '']:.1f} ms; ", end="")
+    print(f"python3 -I -S -c pass: {med['python3 -I -S -c pass', '']:.1f} ms")
     return 0
 
 

@@ -3,9 +3,10 @@ never interleave them (pure: builds shell text, runs nothing).
 
 A pyinfra run is a sequence of separate commands over SSH: no process on the host lives as long as the run, so a lock
 held for the whole run would need a holder process of its own — one that a controller killed halfway would leave
-behind, blocking every later run. Instead each composite command (e.g. the apt hook's: swap in a new verifier copy,
-replace the apt configuration, record the baseline) runs whole under `flock` on LOCK_FILE. A second run waits until
-the first has finished that command, and its own command then starts from the files as the first one left them. When
+behind, blocking every later run. Instead each composite command (e.g. the verifier's install: unpack, compile and
+swap in a new version; the apt hook's: replace the apt configuration, record the baseline) runs whole under `flock`
+on LOCK_FILE. A second run waits until the first has finished that command, and its own command then starts from the
+files as the first one left them. When
 the lock is still held after the timeout, the command fails with one line naming the run that holds it (recorded in
 the lock file by every holder).
 

@@ -21,10 +21,9 @@ class RunMemory:
     inventory_refusal: str | None = None
     # roles.stage.stop: hosts a stage has planned to stop; the later stages of the run plan nothing for them.
     stopped_hosts: set[str] = field(default_factory=set)
-    # roles.verifier.upload_verifier: hosts whose verifier upload is planned. pyinfra 3 caches no facts, so each
-    # further upload would cost four round trips (directory, file, its parent directory, sha1) on every host, only to
-    # find the file the first upload put there.
-    verifier_planned: set[str] = field(default_factory=set)
+    # roles.verifier.install_verifier: hosts whose verifier install is planned (the first stage that needs it plans it)
+    # -> whether the run installs or switches a version there.
+    verifier_planned: dict[str, bool] = field(default_factory=dict)
     # roles.strays.operations: hosts whose stray packages were printed. The operation body runs at plan time and
     # again at execution; each stray is printed once.
     strays_reported: set[str] = field(default_factory=set)

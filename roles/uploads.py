@@ -1,5 +1,5 @@
 """Files uploaded to a host through a private staging directory and put in place only when their sha256 is the one
-the controller computed — for everything root later runs or installs (the verifier, the wheelhouse).
+the controller computed — for everything root later runs or installs (the verifier's archive, the wheelhouse).
 
 Why not pyinfra's files.put / files.sync: logged in as an admin with sudo, pyinfra 3.10 uploads over SFTP as the
 login account to `<TMPDIR>/pyinfra-<sha1 of the destination path>` — a name every account on the host can compute —
@@ -52,7 +52,7 @@ STAGING_PREFIX = "/tmp/rocm-fleet-upload-"
 # In each directory uploads go to: "SHA256 NAME SIZE INODE CTIME MTIME" of each file put there (see the module
 # docstring).
 SHA256_RECORD = ".rocm-fleet-sha256"
-# Names that can stand in a record line (space-separated): every wheel, verify.pyz, requirements.txt. Others are
+# Names that can stand in a record line (space-separated): every wheel, requirements.txt. Others are
 # simply hashed each time.
 _RECORDABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 # What identifies a file's current content without reading it: size, inode, change and modification time (%z, %y:
@@ -192,6 +192,20 @@ def _record(directory: str, upload: Upload, token: str) -> str:
         f"'$2 != n' {record}; fi; printf '%s %s %s\\n' {upload.sha256} {shlex.quote(upload.name)} "
         f'"$({_STAT_KEY} {final})"; }} > {partial} && mv -f {partial} {record} || rm -f {partial}; true; }}'
     )
+
+
+def private_upload_commands(uploads: Sequence[tuple[Upload, str]], token: str) -> list:
+    """The commands that upload each (upload, destination path) through a private staging directory (steps 1, 2 and
+    4 of the module docstring): the caller checks each destination's sha256 before it uses it."""
+    staging = f"{STAGING_PREFIX}{token}"
+    return [
+        StringCommand("mkdir", "-m", "700", staging, _sudo=False),  # as the login account: SFTP writes as that one
+        *(
+            FileUploadCommand(upload.reader(), destination, remote_temp_filename=f"{staging}/{index}")
+            for index, (upload, destination) in enumerate(uploads)
+        ),
+        StringCommand("rm", "-rf", staging, _sudo=False),
+    ]
 
 
 def install_commands(directory: str, uploads: Sequence[Upload], mode: str, token: str) -> list:

@@ -1,140 +1,287 @@
-"""The verifier as one file on each host: build `verify.pyz` on the controller, upload it, run it with the host's python3.
+"""The verifier on each host: one installed, byte-compiled version per checkout, held to one rule before every run.
 
-Shared by every stage that runs `verify/` on a host (strays, verification, the apt hook): call `upload_verifier()`
-first, then run `verifier_command(...)`. The archive holds `verify/` and pyelftools (pure Python), so the host needs
-nothing but python3 — no pip, no network.
+On a host (verify/launcher.py says what the rule is and how the launcher keeps it):
 
-The archive is byte-for-byte reproducible (sorted entries, fixed timestamps), so an unchanged checkout uploads
-nothing on the next run. It is built once per controller process and kept in memory — never in a shared directory
-such as /tmp, where another local account could plant a file of the expected name — and uploaded
-from those bytes through a private staging directory, installed only with their sha256 (`roles/uploads.py`). Every
-command that runs it on a host checks that sha256 first (`verifier_command`): a verifier from another checkout, or
-one changed on the host, is never run. Several stages asking for it in one run plan the upload once per host: the
-first one's upload is in place before any later stage runs.
+    /var/lib/rocm-fleet/verifier/              root's, 0755
+        launcher.py                            what every caller runs: `python3 -I -S …/launcher.py [--version V] …`
+        <V>/                                   one version: verify/ and pyelftools, compiled by root, and MANIFEST
+        current -> <V>                         the version the last deploy installed
+
+V is the sha256 of the version's source files (`version()`, computed here from this checkout), so a checkout
+knows its version's name before any host has it. The controller's own runs (the strays fact, the verification) ask
+for V itself (`--version V`): a host that has no intact V runs nothing of another checkout's. The apt hook, the boot
+unit and the status task run `current`, so they follow a new version as soon as it is installed. Every caller first
+checks the launcher's sha256 against this checkout's (`verifier_command`), then the launcher checks the version.
+
+The install (`install_verifier`, planned once per host and run by the first stage that needs it): the sources as one
+tar.gz, uploaded through a private staging directory and unpacked only with the sha256 computed here
+(roles/uploads.py), compiled by the host's python3, sealed (MANIFEST) and checked by the launcher's own rule in a
+private directory, then moved into place; `current` is switched in one rename; every other version but the one it
+pointed at before (a run of it may still be going) is removed. All of it under the host lock (roles/host_lock.py).
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import io
+import posixpath
+import secrets
 import shlex
-import zipfile
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import elftools
 from pyinfra import host
-from pyinfra.api import deploy
-from pyinfra.facts.files import Directory
-from pyinfra.operations import files
+from pyinfra.api import FactBase, operation
 
 import verify
 from roles import run_reads
+from roles.host_lock import under_host_lock
 from roles.run_memory import memory_of
-from roles.uploads import FilesSha256, Upload, checked_files
+from roles.stage import fail_command, tell_command
+from roles.uploads import Upload, mismatch_line, private_upload_commands
+from verify.launcher import CURRENT, REFUSED, manifest_line, version_of
+from verify.report.kept_files import STATE_ROOT
 
-# Where the verifier lives on a host. /var/lib/rocm-fleet also holds what the apt hook writes.
-REMOTE_DIR = "/var/lib/rocm-fleet"
-VERIFIER_NAME = "verify.pyz"
-REMOTE_VERIFIER = f"{REMOTE_DIR}/{VERIFIER_NAME}"
-# Exit status of a verifier command that refused to run the file on the host (not the expected bytes): neither the
-# verifier's own 0/1/2 nor a shell's 126/127.
-STALE_EXIT = 3
-
-# The archive's entry: verify/__main__.py, after putting the modules' compiled code kept on the host in use
-# (verify/bytecode_cache.py: zipimport compiles every module on every run otherwise).
-_MAIN = (
-    b"import sys\n\nfrom verify.bytecode_cache import use_cache\n\nuse_cache()\n\n"
-    b"from verify.cli import main  # noqa: E402\n\nsys.exit(main())\n"
+TOP = f"{STATE_ROOT}/verifier"
+LAUNCHER = f"{TOP}/launcher.py"
+LOCK_WHAT = "the verifier"  # what a run waiting for the host lock names
+# What the layout before this one left on a host: the uploaded archive, its compiled-code cache and record, the apt
+# hook's own copy.
+LEGACY = (
+    f"{STATE_ROOT}/verify.pyz",
+    f"{STATE_ROOT}/.rocm-fleet-sha256",
+    f"{STATE_ROOT}/bytecode",
+    f"{STATE_ROOT}/apt-hook/verifier",
 )
-_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can carry: entries must not depend on file mtimes
-
-
-def _package_files(package_dir: Path, arcname_root: str) -> list[tuple[str, Path]]:
-    """(name in the archive, file) for every module and data file of a package, caches left out."""
-    found = []
-    for path in sorted(package_dir.rglob("*")):
-        if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
-            continue
-        found.append((f"{arcname_root}/{path.relative_to(package_dir).as_posix()}", path))
-    return found
-
-
-def zipapp_bytes() -> bytes:
-    """The verifier archive, built from this checkout's verify/ and the installed pyelftools."""
-    members = _package_files(Path(verify.__file__).parent, "verify")
-    members += _package_files(Path(elftools.__file__).parent, "elftools")
-    buffer = io.BytesIO()
-    buffer.write(b"#!/usr/bin/env python3\n")
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        entries = [("__main__.py", _MAIN)] + [(name, path.read_bytes()) for name, path in members]
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, data)
-    return buffer.getvalue()
+_PACKAGES = {"verify": Path(verify.__file__).parent, "elftools": Path(elftools.__file__).parent}
+_EPOCH = 315532800  # 1980-01-01: the archive's entries must not depend on the checkout's file times
 
 
 @functools.cache
-def verifier_archive() -> bytes:
-    """The archive this controller process uploads, built once (its bytes and its sha256 never change in a run)."""
-    return zipapp_bytes()
+def _sources() -> dict[str, bytes]:
+    """{path in a version: bytes} of every module and data file of verify/ and pyelftools, caches left out."""
+    files = {}
+    for name, directory in _PACKAGES.items():
+        for path in sorted(directory.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                files[f"{name}/{path.relative_to(directory).as_posix()}"] = path.read_bytes()
+    return files
 
 
-def verifier_sha256() -> str:
-    return hashlib.sha256(verifier_archive()).hexdigest()
+def _tar_gz(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as zipped, tarfile.open(fileobj=zipped, mode="w") as tar:
+        directories = sorted({posixpath.dirname(name) for name in files} - {""})
+        for name in sorted({parent for d in directories for parent in _parents(d)}):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, _EPOCH
+            tar.addfile(info)
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, _EPOCH
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
-def stale_line() -> str:
+def _parents(directory: str) -> list[str]:
+    parts = directory.split("/")
+    return ["/".join(parts[: index + 1]) for index in range(len(parts))]
+
+
+@functools.cache
+def version() -> str:
+    """V, this checkout's version: the sha256 of its sources' manifest lines (verify.launcher.version_of)."""
+    return version_of(manifest_line(hashlib.sha256(data).hexdigest(), name) for name, data in _sources().items())
+
+
+@functools.cache
+def archive() -> bytes:
+    """This checkout's verifier as a reproducible tar.gz, built once per controller process, in memory (never from a
+    shared directory such as /tmp, where another local account could plant a file of the expected name)."""
+    return _tar_gz(_sources())
+
+
+@functools.cache
+def launcher_sha256() -> str:
+    return hashlib.sha256((_PACKAGES["verify"] / "launcher.py").read_bytes()).hexdigest()
+
+
+def not_installed_line(prefix: str = "rocm-fleet:") -> str:
     return (
-        f"rocm-fleet: {REMOTE_VERIFIER} is not the verifier this checkout built (sha256 {verifier_sha256()[:12]}…): "
-        "not run — run the deploy (or tasks/verify.py) again to upload it"
+        f"{prefix} not run - this host has no rocm-fleet verifier ({LAUNCHER}): run the deploy "
+        "(pyinfra INVENTORY deploy.py)"
     )
 
 
-def verifier_command(*arguments: str, python: str = "python3") -> str:
-    """The shell command that runs the uploaded verifier with `arguments` (e.g. "strays", "--json") — only when the
-    file on the host has the sha256 of the archive this controller built; otherwise one line on stderr and exit
-    status STALE_EXIT. `-I`: the host's python3 ignores PYTHON* variables, the user site and the current directory;
-    `-S`: nor does it import `site` — the archive needs nothing outside itself and the standard library, and site's
-    .pth files (e.g. setuptools' distutils hack) cost every start ~4 ms of the host's CPU."""
-    check = f"echo {shlex.quote(f'{verifier_sha256()}  {REMOTE_VERIFIER}')} | sha256sum --check --status 2>/dev/null"
-    run = " ".join(shlex.quote(part) for part in (python, "-I", "-S", REMOTE_VERIFIER, *arguments))
-    return f"if {check}; then {run}; else echo {shlex.quote(stale_line())} >&2; (exit {STALE_EXIT}); fi"
+def stale_line(prefix: str = "rocm-fleet:") -> str:
+    return f"{prefix} not run - {LAUNCHER} is not the launcher this checkout installs: run the deploy (or tasks/verify.py) again"
 
 
-def upload_reads() -> list[run_reads.Ask]:
-    """What the upload asks a host (for the stages' read-ahead)."""
-    return [
-        run_reads.Ask.of(Directory, path=REMOTE_DIR),
-        run_reads.Ask.of(FilesSha256, directory=REMOTE_DIR, names=[VERIFIER_NAME]),
-    ]
-
-
-@deploy("Upload the verifier")
-def _upload() -> None:
-    # Root's own: the verifier is run by root from here, so no other account may add, swap or rename files in it.
-    # Asked here, read ahead with the stage's other questions: files.directory would ask the host once more.
-    directory = run_reads.ask(Directory, path=REMOTE_DIR)
-    if not (
-        directory
-        and directory.get("user") == "root"
-        and directory.get("group") == "root"
-        and directory.get("mode") == 755
-    ):
-        files.directory(name="Verifier directory", path=REMOTE_DIR, user="root", group="root", mode="755")
-    checked_files(
-        name=f"Upload {REMOTE_VERIFIER}",
-        directory=REMOTE_DIR,
-        uploads=[Upload(VERIFIER_NAME, verifier_sha256(), verifier_archive())],
+def verifier_command(*arguments: str, python: str = "python3", pinned: bool = True, prefix: str = "rocm-fleet:") -> str:
+    """Shell that runs the installed verifier with `arguments` (e.g. "strays", "--json") — only when its launcher
+    has this checkout's sha256; `pinned`: this checkout's version (the controller's own runs), else the host's
+    current one. Otherwise one line on stderr (`prefix` first) and exit status REFUSED, as the launcher's own
+    refusal. `-I`: no PYTHON* variables, user site or current directory; `-S`: no site module (no .pth file runs)."""
+    check = f"echo {shlex.quote(f'{launcher_sha256()}  {LAUNCHER}')} | sha256sum --check --status 2>/dev/null"
+    pin = ("--version", version()) if pinned else ()
+    run = " ".join(shlex.quote(part) for part in (python, "-I", "-S", LAUNCHER, *pin, *arguments))
+    return (
+        f"if {check}; then {run}; elif [ -e {LAUNCHER} ]; then echo {shlex.quote(stale_line(prefix))} >&2; "
+        f"(exit {REFUSED}); else echo {shlex.quote(not_installed_line(prefix))} >&2; (exit {REFUSED}); fi"
     )
 
 
-def upload_verifier() -> None:
-    """Plan the verifier's upload to the current host, unless an earlier stage of this run already did."""
-    planned = memory_of(host.state).verifier_planned
-    if host.name in planned:
+@dataclass(frozen=True)
+class InstalledFiles:
+    python: str | None  # the host's python3, None when there is none
+    launcher: str  # "ours" (this checkout's sha256), "other", or "none"
+    current: str | None  # the version `current` names
+    version: str  # this checkout's version: "none", "unchecked" (no launcher of ours), or what --check says
+    legacy: tuple[str, ...] = ()  # what the layout before this one left
+
+    @property
+    def intact(self) -> bool:
+        """This checkout's version is there, holds to the rule, and is compiled for the host's python3."""
+        return self.launcher == "ours" and self.version == "intact"
+
+
+class InstalledVerifier(FactBase):
+    """What of this checkout's verifier a host has. Output: `python PATH`, `launcher ours|other|none`, `current V`,
+    `version none|unchecked|<the launcher's --check line>`, then a `legacy PATH` line for each leftover."""
+
+    def command(self) -> str:
+        launcher_sha = shlex.quote(f"{launcher_sha256()}  {LAUNCHER}")
+        directory = f"{TOP}/{version()}"
+        return (
+            'p=$(command -v python3 || true); printf "python %s\\n" "$p"; '
+            f"if [ -f {LAUNCHER} ] && echo {launcher_sha} | sha256sum --check --status 2>/dev/null; then l=ours; "
+            f'elif [ -e {LAUNCHER} ]; then l=other; else l=none; fi; echo "launcher $l"; '
+            f'printf "current %s\\n" "$(readlink {TOP}/{CURRENT} 2>/dev/null)"; '
+            f'if [ ! -d {directory} ]; then echo "version none"; elif [ "$l" != ours ] || [ -z "$p" ]; then '
+            f'echo "version unchecked"; else printf "version %s\\n" '
+            f'"$("$p" -I -S {LAUNCHER} --check {directory} {version()} 2>&1 | tail -n 1)"; fi; '
+            f'for f in {" ".join(LEGACY)}; do if [ -e "$f" ]; then echo "legacy $f"; fi; done'
+        )
+
+    def process(self, output) -> InstalledFiles:
+        fields: dict[str, str] = {}
+        legacy = []
+        for line in output:
+            key, _, value = line.partition(" ")
+            if key == "legacy":
+                legacy.append(value)
+            else:
+                fields.setdefault(key, value)
+        return InstalledFiles(
+            python=fields.get("python") or None,
+            launcher=fields.get("launcher", "none"),
+            current=fields.get("current") or None,
+            version=fields.get("version", "none"),
+            legacy=tuple(legacy),
+        )
+
+    def default(self) -> InstalledFiles:
+        return InstalledFiles(None, "none", None, "none")
+
+
+def install_script(partial: str, token: str, top: str = TOP, legacy: tuple[str, ...] = LEGACY) -> str:
+    """Shell (root, under the host lock) that installs the uploaded archive at `partial` as this checkout's version:
+    checked against the sha256 computed here, unpacked, compiled and sealed in a private directory, held to the
+    launcher's rule, moved into place; then the launcher copied beside it, `current` switched, older versions
+    removed (all but the one `current` named before), and what the earlier layout left."""
+    q = shlex.quote
+    name, sha256 = version(), hashlib.sha256(archive()).hexdigest()
+    final = f"{top}/{name}"
+    checked = f"echo {q(f'{sha256}  {partial}')} | sha256sum --check --status"
+    launcher = '"$work/verify/launcher.py"'
+    return "; ".join(
+        (
+            "set -e",
+            f"if ! {checked}; then rm -f {q(partial)}; echo {q(mismatch_line(final, sha256))} >&2; exit 1; fi",
+            # Leftovers of a run killed halfway: work directories (no other install runs: the host lock is held), and
+            # archives a day old (a run waiting for the lock has its archive here already: it is left alone).
+            f"rm -rf {q(top)}/.install.*",
+            f"find {q(top)} -maxdepth 1 -name '.upload.*' -mmin +1440 -delete",
+            f"work=$(mktemp -d {q(top)}/.install.XXXXXXXX)",
+            f'tar -xzf {q(partial)} -C "$work" --no-same-owner',
+            f"rm -f {q(partial)}",
+            'python3 -I -S -m compileall -q --invalidation-mode unchecked-hash "$work" > /dev/null',
+            'chmod -R u=rwX,go=rX "$work"',
+            f'python3 -I -S {launcher} --seal "$work"',
+            f'python3 -I -S {launcher} --check "$work" {name} > /dev/null',
+            f"old=$(readlink {q(top)}/{CURRENT} || true)",
+            f'if [ -e {q(final)} ]; then mv {q(final)} "$work.replaced"; fi',
+            f'mv "$work" {q(final)}',
+            f"cp {q(final)}/verify/launcher.py {q(top)}/.launcher.{token}",
+            f"mv -f {q(top)}/.launcher.{token} {q(top)}/launcher.py",
+            f"ln -s {name} {q(top)}/.current.{token}",
+            f"mv -fT {q(top)}/.current.{token} {q(top)}/{CURRENT}",
+            f'for d in {q(top)}/*; do case "${{d##*/}}" in {name}|"$old"|launcher.py|{CURRENT}) ;; '
+            '*) rm -rf "$d" ;; esac; done',
+            f'rm -rf "$work.replaced" {" ".join(q(path) for path in legacy)}',
+        )
+    )
+
+
+def switch_script(top: str = TOP, legacy: tuple[str, ...] = LEGACY) -> str:
+    """Shell (root, under the host lock): this checkout's intact version made `current` again, and what the earlier
+    layout left removed."""
+    token, q = _token(), shlex.quote
+    return (
+        f"ln -s {version()} {q(top)}/.current.{token} && mv -fT {q(top)}/.current.{token} {q(top)}/{CURRENT} && "
+        f"rm -rf {' '.join(q(path) for path in legacy)}"
+    )
+
+
+def _token() -> str:
+    """128 random bits for the private names of an install (tests replace this)."""
+    return secrets.token_hex(16)
+
+
+@operation()
+def verifier_installed(lock_timeout: int = 300):
+    """This checkout's verifier installed on the host and `current` (see the module docstring)."""
+    files = run_reads.ask(InstalledVerifier)
+    name = version()
+    if files.intact and files.current == name and not files.legacy:
+        host.noop(f"verifier {name[:12]} installed and current ({TOP})")
         return
-    planned.add(host.name)
-    _upload()
+    if files.python is None:
+        yield fail_command(
+            "verifier: python3 is not installed on this host, and the verifier runs with it — apt-get install python3, "
+            "then deploy again"
+        )
+        return
+    if files.intact:
+        yield tell_command(f"verifier {name[:12]}: made current again (it was {files.current or 'none'})")
+        yield under_host_lock(switch_script(), lock_timeout, LOCK_WHAT)
+        return
+    if files.version not in ("none", "unchecked"):
+        yield tell_command(f"verifier {name[:12]} on the host: {files.version}: installing it again")
+    token = _token()
+    partial = f"{TOP}/.upload.{token}"
+    yield f"mkdir -p {TOP} && chown root:root {STATE_ROOT} {TOP} && chmod 755 {STATE_ROOT} {TOP}"
+    yield from private_upload_commands(
+        [(Upload(posixpath.basename(partial), hashlib.sha256(archive()).hexdigest(), archive()), partial)], token
+    )
+    yield under_host_lock(install_script(partial, token), lock_timeout, LOCK_WHAT)
+
+
+def install_reads() -> list[run_reads.Ask]:
+    """What the install asks a host (for the stages' read-ahead)."""
+    return [run_reads.Ask.of(InstalledVerifier)]
+
+
+def install_verifier(lock_timeout: int = 300) -> bool:
+    """Plan this checkout's verifier on the current host, unless an earlier stage of this run already did; True when
+    the run installs or switches a version there (the apt hook then records a new baseline)."""
+    planned = memory_of(host.state).verifier_planned
+    if host.name not in planned:
+        files = run_reads.ask(InstalledVerifier)
+        planned[host.name] = not (files.intact and files.current == version())
+        verifier_installed(name="Install the verifier", lock_timeout=lock_timeout)
+    return planned[host.name]

@@ -1,6 +1,6 @@
 """Stage: verify each workstation — `pyinfra INVENTORY tasks/verify.py` (also the last stage of deploy.py).
 
-Changes nothing on the hosts but the uploaded verifier; writes reports/<host>.json and the fleet summary
+Changes nothing on the hosts but the installed verifier; writes reports/<host>.json and the fleet summary
 (reports/summary.md, reports/summary.html) on the controller. Exit code 1 when any host failed a check.
 """
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LAYERS = (
-    "launcher",
     "safe_read",
     "ld",
     "stack",
@@ -26,6 +25,7 @@ LAYERS = (
     "commands",
     "cli",
     "__main__",
+    "launcher",  # the installed verifier's entry: it checks the version, then runs verify.cli from it
 )
 # What is built on the verifier; the verifier imports none of it.
 ABOVE = ("roles", "tasks", "localfleet", "bench", "deploy", "pyinfra", "pyinfra_cli")

@@ -1,4 +1,4 @@
-"""`python -m verify SUBCOMMAND …` — the command-line entry point (also the zipapp's).
+"""`python -m verify SUBCOMMAND …` — the command-line entry point (on a host: the launcher's, verify/launcher.py).
 
 Exit codes, for every subcommand: 0 all good, 1 something checked was found wrong, 2 bad usage or input — one line
 on stderr, also for a bad argument (argparse's usage block is left out: `--help` shows it) and for output that cannot
@@ -13,7 +13,7 @@ import os
 import sys
 
 # Each name is a module in verify/commands/ (dashes become underscores) with register(subparsers).
-COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check")
+COMMANDS = ("ldd", "process", "strays", "check", "apt-hook", "boot-check", "kept")
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -45,6 +45,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The entry point of a verifier process (`python -m verify`, the installed verifier's launcher)."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["apt-hook"]:  # its own entry: even bad arguments are one line and exit status 0 (apt goes on)
+        from verify.commands.apt_hook import main as apt_hook
+
+        return apt_hook(argv[1:])
     # The command word comes first (there are no options before it); anything else — --help, a typo — gets the
     # parser with every command, for the full list of choices.
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)

@@ -20,7 +20,7 @@ host file in verify/ goes through `open_regular` (or `read_bytes` / `read_text` 
   The deadline is checked before each file operation: it stops a flood of work, it cannot interrupt one system call
   that hangs in the kernel (a dead network filesystem); the apt hook's SIGALRM limit stays the last resort for that.
 
-Standard library only (this runs on the workstation, from the zipapp).
+Standard library only (this runs on the workstation, from the installed verifier).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The apt hook stage as a pyinfra deploy: upload the verifier, then install (or, `apt_hook: False`, remove) the hook."""
+"""The apt hook stage as a pyinfra deploy: install the verifier, then install (or, `apt_hook: False`, remove) the
+hook."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from roles.apt_hook.facts import AptHookFiles
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.request import question_for
-from roles.verifier import upload_reads, upload_verifier, verifier_sha256
+from roles.verifier import install_reads, install_verifier
 
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:
-    return [*(upload_reads() if settings.apt_hook else []), run_reads.Ask.of(AptHookFiles)]
+    return [*(install_reads() if settings.apt_hook else []), run_reads.Ask.of(AptHookFiles)]
 
 
 @stage("Apt hook", reads=reads)
@@ -22,11 +23,11 @@ def apt_hook(settings: HostSettings) -> None:
             name="Remove the apt hook (apt_hook: False)", present=False, lock_timeout=settings.dpkg_lock_timeout
         )
         return
-    upload_verifier()
+    new_verifier = install_verifier(settings.dpkg_lock_timeout)
     operations.apt_hook(
         name="Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
         present=True,
         question=question_for(settings),
-        verifier_sha256=verifier_sha256(),
+        new_verifier=new_verifier,
         lock_timeout=settings.dpkg_lock_timeout,
     )

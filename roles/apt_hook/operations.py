@@ -10,17 +10,15 @@ from roles.apt_hook.facts import AptHookFiles
 from roles.apt_hook.model import (
     CONF_PATH,
     LOCK_WHAT,
-    VERIFIER_COPY,
     HookSpec,
     HookSpecError,
     config_text,
-    copy_verifier_command,
     hook_command,
     remove_command,
     write_config_command,
 )
 from roles.host_lock import under_host_lock
-from roles.stage import fail_command, tell_command
+from roles.stage import fail_command
 from verify.question import Question
 
 
@@ -30,7 +28,7 @@ def _same_text(installed: str | None, wanted: str) -> bool:
 
 
 def _locked(steps: list[str], lock_timeout: int) -> str:
-    # One command under the host lock: another run's copy, configuration and baseline never interleave with these.
+    # One command under the host lock: another run's configuration and baseline never interleave with these.
     return under_host_lock(" && ".join(f"{{ {step}; }}" for step in steps), lock_timeout, LOCK_WHAT)
 
 
@@ -38,13 +36,14 @@ def _locked(steps: list[str], lock_timeout: int) -> str:
 def apt_hook(
     present: bool = True,
     question: Question | None = None,
-    verifier_sha256: str = "",
+    new_verifier: bool = False,
     lock_timeout: int = 300,
 ):
-    """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
-    a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
-    and run once when either changed to record its baseline (with `metrics_dir`, each run also rewrites node_exporter's
-    rocm_fleet.prom there); or, with present=False, its configuration, verifier copy and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
+    """The apt hook that re-checks linkage and strays after every dpkg run, asking the installed verifier `question`
+    (the inventory's; with its `metrics_dir`, each run also rewrites node_exporter's rocm_fleet.prom there): its line
+    installed, and run once when it changed or this run installs a new verifier (`new_verifier`), to record the
+    baseline the next dpkg run is compared with; or, with present=False, its configuration and results removed.
+    Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
     files = run_reads.ask(AptHookFiles)
     if not present:
         if not files.anything:
@@ -60,27 +59,18 @@ def apt_hook(
         return
     try:
         spec = HookSpec(files.python, question)
-        copy = copy_verifier_command(files.python, verifier_sha256)
     except HookSpecError as error:
         yield fail_command(str(error))
         return
     wanted = config_text(spec)
-    new_copy = files.verifier_sha256 != verifier_sha256
     new_config = not _same_text(files.config, wanted)
-    if not (new_copy or new_config):
+    if not (new_config or new_verifier):
         # Without a result (deleted, or the venv not there yet) the next dpkg run records its baseline itself:
         # running the hook here every time would make this operation change something on every deploy.
         baseline = "" if files.has_state else "; no result recorded yet: the next dpkg run records its baseline"
         host.noop(f"apt hook installed and up to date ({CONF_PATH}){baseline}")
         return
-    if files.copy_damaged:
-        yield tell_command(
-            f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file "
-            "changed, went missing or was added): extracting it again"
-        )
-    steps = [copy] if new_copy else []
-    if new_config:
-        steps.append(write_config_command(wanted))
+    steps = [write_config_command(wanted)] if new_config else []
     # Run it once now, as apt will: records the baseline the next dpkg run is compared with.
     steps.append(hook_command(spec))
     yield _locked(steps, lock_timeout)

@@ -1,4 +1,4 @@
-"""The boot check stage as a pyinfra deploy: upload the verifier the unit runs, then install (or, `boot_check:
+"""The boot check stage as a pyinfra deploy: install the verifier the unit runs, then install (or, `boot_check:
 False`, remove) the unit."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from roles.boot_check.model import boot_check_arguments
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.deploy import check_arguments
-from roles.verifier import upload_reads, upload_verifier, verifier_sha256
+from roles.verifier import install_reads, install_verifier
 
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:
-    return [*(upload_reads() if settings.boot_check else []), run_reads.Ask.of(BootUnit)]
+    return [*(install_reads() if settings.boot_check else []), run_reads.Ask.of(BootUnit)]
 
 
 @stage("Boot check", reads=reads)
@@ -22,10 +22,9 @@ def boot_check(settings: HostSettings) -> None:
     if not settings.boot_check:
         operations.boot_unit(name="Remove the boot-time check (boot_check: False)", present=False)
         return
-    upload_verifier()
+    install_verifier(settings.dpkg_lock_timeout)
     operations.boot_unit(
         name="Re-verify once per boot (rocm-fleet-boot-check.service)",
         present=True,
         arguments=boot_check_arguments(check_arguments(settings)),
-        verifier_sha256=verifier_sha256(),
     )

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import shlex
 
-from roles.verifier import REMOTE_VERIFIER
+from roles.verifier import LAUNCHER, verifier_command
+from verify.launcher import PREFIXES
 from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
 
 UNIT_NAME = "rocm-fleet-boot-check.service"
@@ -58,8 +59,10 @@ def boot_check_arguments(check_arguments: list[str]) -> list[str]:
 
 
 def exec_start(python: str, arguments: list[str]) -> str:
-    """The ExecStart line: systemd's own quoting (double quotes, backslash escapes), one word per argument."""
-    return " ".join(_systemd_word(word) for word in (python, "-I", REMOTE_VERIFIER, *arguments))
+    """The ExecStart line: the installed verifier's current version through its launcher (its sha256 checked first,
+    as every caller does), in /bin/sh; systemd's own quoting (double quotes, backslash escapes)."""
+    script = verifier_command(*arguments, python=python, pinned=False, prefix=PREFIXES["boot-check"])
+    return " ".join(_systemd_word(word) for word in ("/bin/sh", "-c", script))
 
 
 def _systemd_word(word: str) -> str:
@@ -69,18 +72,7 @@ def _systemd_word(word: str) -> str:
     return f'"{escaped}"'
 
 
-def verifier_check(verifier_sha256: str) -> str:
-    """The ExecStartPre line: the verifier must still be the file the last deploy installed (its sha256, as every
-    other run of it checks); otherwise one line in the journal, the unit fails and nothing of it runs."""
-    script = (
-        f"echo '{verifier_sha256}  {REMOTE_VERIFIER}' | sha256sum --check --status || "
-        f"{{ echo 'rocm-fleet boot check: {REMOTE_VERIFIER} is not the verifier the last deploy installed "
-        f"(sha256 {verifier_sha256[:12]}...): deploy again' >&2; exit 1; }}"
-    )
-    return " ".join(_systemd_word(word) for word in ("/bin/sh", "-c", script))
-
-
-def unit_text(python: str, arguments: list[str], verifier_sha256: str) -> str:
+def unit_text(python: str, arguments: list[str]) -> str:
     return (
         "# rocm-fleet (roles/boot_check, installed by tasks/boot_check.py; `boot_check: False` in the inventory\n"
         "# removes it). Once per boot whose boot id or kernel changed: the full check of the GPU stack\n"
@@ -89,11 +81,10 @@ def unit_text(python: str, arguments: list[str], verifier_sha256: str) -> str:
         "[Unit]\n"
         "Description=rocm-fleet: re-verify the GPU stack after a boot (amdgpu, linkage, runtime, NF4)\n"
         "After=multi-user.target systemd-udev-trigger.service local-fs.target\n"
-        f"ConditionPathExists={REMOTE_VERIFIER}\n"
+        f"ConditionPathExists={LAUNCHER}\n"
         "\n"
         "[Service]\n"
         "Type=oneshot\n"
-        f"ExecStartPre={verifier_check(verifier_sha256)}\n"
         f"ExecStart={exec_start(python, arguments)}\n"
         f"TimeoutStartSec={UNIT_LIMIT_S}\n"
         "Nice=10\n"

@@ -12,10 +12,10 @@ from roles.stage import fail_command
 
 
 @operation()
-def boot_unit(present: bool = True, arguments: list[str] | None = None, verifier_sha256: str = ""):
-    """rocm-fleet-boot-check.service: the full check once per boot (`arguments`: verify boot-check's; it runs only
-    while verify.pyz has `verifier_sha256`, so a new verifier rewrites the unit), enabled; or, with present=False, the
-    unit, its link and its results removed."""
+def boot_unit(present: bool = True, arguments: list[str] | None = None):
+    """rocm-fleet-boot-check.service: the full check once per boot (`arguments`: verify boot-check's, run by the
+    installed verifier's current version), enabled; or, with present=False, the unit, its link and its results
+    removed."""
     files = run_reads.ask(BootUnit)
     if not present:
         if not files.anything:
@@ -29,7 +29,7 @@ def boot_unit(present: bool = True, arguments: list[str] | None = None, verifier
             "— apt-get install python3, then deploy again (or set boot_check: False)"
         )
         return
-    wanted = unit_text(files.python, list(arguments or ()), verifier_sha256)
+    wanted = unit_text(files.python, list(arguments or ()))
     if files.unit is not None and files.unit.splitlines() == wanted.splitlines() and files.enabled:
         host.noop(f"{UNIT_NAME} installed, enabled and up to date ({UNIT_PATH})")
         return

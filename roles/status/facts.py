@@ -1,47 +1,23 @@
-"""The status task's one fact: every result the host keeps under /var/lib/rocm-fleet, read as hostile input.
-
-The command sends verify/report/kept_files.py and the verifier's safe reader (verify/safe_read.py) themselves as the
-program (`python3 -I -S -c …`, the sources zlib- and base64-packed into one shell word, loaded as modules of those
-names): the host's own python3 in isolated mode (no environment variables, no user site, no site-packages: nothing a
-non-root account can write is imported), nothing uploaded, nothing of the venv touched, whatever verifier version the
-host has. It prints one JSON document: each kept file's text (regular files only, symlinks not followed, bounded
+"""The status task's one fact: every result the host keeps under /var/lib/rocm-fleet, read as hostile input by the
+host's installed verifier (`verify kept`, verify/commands/kept.py), run as root with `python3 -I -S` through its
+launcher like every other root run of it (roles/verifier.py) — the host's current version, whichever checkout
+installed it. It prints one JSON document: each kept file's text (regular files only, symlinks not followed, bounded
 reads) or why there is none, the host's name and its clock. Parsing and judging happen on the controller
 (roles/status/model.py, through `Report.from_json` and `judge_report`).
 
-A host without python3, or anything else that keeps the program from answering, gives {"error": its last line}: the
-status row then says so. The command never exits non-zero, so it never fails the host in pyinfra.
+A host with no verifier (never provisioned) answers {"error": …, "provisioned": False}; one without python3, or
+anything else that keeps the verifier from answering, {"error": its last line}: the status row then says so. The
+command never exits non-zero, so it never fails the host in pyinfra.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import shlex
-import zlib
-from pathlib import Path
 
 from pyinfra.api import FactBase
 
-from verify import safe_read
-from verify.report import kept_files
+from roles.verifier import LAUNCHER, not_installed_line, verifier_command
 
-# What the reader is made of: (module name, source) in import order, standard library only.
-KEPT_READER_SOURCES = tuple(
-    (module.__name__, Path(module.__file__).read_text(encoding="utf-8")) for module in (safe_read, kept_files)
-)
-
-_PACKED = tuple(
-    (name, base64.b64encode(zlib.compress(source.encode("utf-8"), 9)).decode("ascii"))
-    for name, source in KEPT_READER_SOURCES
-)
-# Each source becomes the module of its name (kept_files' `from verify.safe_read import …` finds it in sys.modules).
-PROGRAM = (
-    "import binascii,sys,types,zlib\n"
-    f"for n,p in {_PACKED!r}:\n"
-    " m=types.ModuleType(n);sys.modules[n]=m;exec(compile(zlib.decompress(binascii.a2b_base64(p)),n,'exec'),"
-    "m.__dict__)\n"
-    "sys.exit(m.main([]))"
-)
 MAX_ERROR = 300
 
 
@@ -49,7 +25,7 @@ class KeptResults(FactBase):
     """{"now": …, "files": {source: {...}}} as kept_files.read_kept_files() gives it, or {"error": "…"}."""
 
     def command(self) -> str:
-        return f"python3 -I -S -c {shlex.quote(PROGRAM)} 2>&1 || true"
+        return f"{{ {verifier_command('kept', pinned=False)}; }} 2>&1 || true"
 
     def default(self) -> dict:
         return {"error": "no answer"}
@@ -64,4 +40,9 @@ class KeptResults(FactBase):
         if isinstance(answer, dict):
             return answer
         last = lines[-1].strip() if lines else "no output"
+        if last == not_installed_line():
+            return {
+                "error": f"never provisioned: no rocm-fleet verifier on the host ({LAUNCHER})",
+                "provisioned": False,
+            }
         return {"error": last[:MAX_ERROR]}

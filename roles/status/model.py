@@ -21,6 +21,7 @@ from verify.report.kept import LABELS as KEPT_LABELS
 from verify.report.kept import KeptResult, Unusable, kept_results
 
 NO_REPORT = "no verification report kept on the host — run pyinfra INVENTORY tasks/verify.py"
+NEVER_PROVISIONED = "never provisioned: this host has no rocm-fleet verifier — run pyinfra INVENTORY deploy.py"
 
 
 def age(seconds: float) -> str:
@@ -73,11 +74,12 @@ def outcome_of(
     `request`: what the verification stage asks of this host (its report must answer that)."""
     if not isinstance(answer, dict) or "files" not in answer:
         why = answer.get("error") if isinstance(answer, dict) else None
+        never = isinstance(answer, dict) and answer.get("provisioned") is False
         return HostOutcome(
             host_name,
             NOT_VERIFIED,
             torch_label=torch_label,
-            detail=f"could not read what the host keeps: {why or 'no answer'}",
+            detail=NEVER_PROVISIONED if never else f"could not read what the host keeps: {why or 'no answer'}",
         )
     results, unusable, host_now = kept_results(answer)
     hostname = answer.get("hostname") if isinstance(answer.get("hostname"), str) else None

@@ -12,9 +12,9 @@ from roles.debian.apt_commands import apt_get
 from roles.debian.facts import AptRemovalSimulation
 from roles.run_memory import memory_of
 from roles.stage import fail_command, tell_command
-from roles.strays.facts import STALE, DistroRocmStrays
+from roles.strays.facts import DistroRocmStrays
 from roles.strays.model import RemovalPlan, plan_removal
-from roles.verifier import stale_line
+from roles.verifier import LAUNCHER
 from verify.debian.strays import StraysReport
 
 
@@ -41,19 +41,22 @@ def _report_once(report: StraysReport, plan: RemovalPlan | None) -> None:
 def stray_packages(policy: str = "report", dpkg_lock_timeout: int = 300):
     """Report stray distro ROCm packages (`policy="report"`), or purge those no installed package needs (`"remove"`).
 
-    Reads the strays fact from the uploaded verifier; at plan time on a host that does not have this checkout's
-    verifier yet the fact is None (or STALE: another verifier is there, and is not run), and the operation decides
-    when it executes, after the upload (pyinfra runs the body again then, with fresh facts).
+    Reads the strays fact from the installed verifier; at plan time on a host that does not have this checkout's
+    verifier yet the fact is None, and the operation decides when it executes, after the install (pyinfra runs the
+    body again then, with fresh facts).
     """
     if policy not in ("report", "remove"):
         raise ValueError(f"stray_packages: policy {policy!r} is not 'report' or 'remove'")
     report = run_reads.ask(DistroRocmStrays)
-    if report == STALE and host.state.is_executing:
-        # After this run's upload the file must be ours: something changed it, and it is not run.
-        yield fail_command(f"strays: {stale_line()}")
+    if report is None and host.state.is_executing:
+        # After this run's install it must run: something changed it since, and it is not run.
+        yield fail_command(
+            f"strays: the verifier this run installed did not run (python3 -I -S {LAUNCHER} --check says why) — "
+            "run the deploy again"
+        )
         return
-    if report is None or report == STALE:
-        host.noop("stray distro ROCm packages: read when this runs, after the verifier is uploaded")
+    if report is None:
+        host.noop("stray distro ROCm packages: read when this runs, after the verifier is installed")
         return
     plan = plan_removal(report) if policy == "remove" else None
     _report_once(report, plan)

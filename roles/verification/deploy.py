@@ -1,11 +1,11 @@
-"""The verification stage as a pyinfra deploy: upload the verifier, run every check on the host, keep the report.
+"""The verification stage as a pyinfra deploy: install the verifier, run every check on the host, keep the report.
 
-Changes nothing on the host but the uploaded verifier (`roles.verifier`) and what the verifier keeps of its run: the
+Changes nothing on the host but the installed verifier (`roles.verifier`) and what the verifier keeps of its run: the
 report, as /var/lib/rocm-fleet/last-verify.json (read back by the status task), and node_exporter's rocm_fleet.prom
 when `node_exporter_textfile_dir` is set and exists. The checks only read files and run the venv's python (with -B, so
 not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv another account owns: the
-verifier runs as root, the code in the venv is its owner's. The verifier runs only when its sha256 is this checkout's
-(`verifier_command`; the check itself prints nothing on stdout, which `reports.py` reads strictly). On the controller
+verifier runs as root, the code in the venv is its owner's. It runs this checkout's installed version, held to its
+rule first (`verifier_command`; a refusal prints nothing on stdout, which `reports.py` reads strictly). On the controller
 it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A host passes only on a report
 that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose verdict is "fail" is failed with
 the report's one-line reason, a host whose output proves nothing with one line saying what was wrong. pyinfra then
@@ -26,7 +26,7 @@ from roles.verification.fleet import fleet_summary
 from roles.verification.report_history import compare_and_keep, drift_lines, save_report
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
 from roles.verification.request import check_arguments, question_for, reports_dir_for
-from roles.verifier import upload_reads, upload_verifier, verifier_command
+from roles.verifier import install_reads, install_verifier, verifier_command
 
 
 def remote_command(settings: HostSettings) -> str:
@@ -72,9 +72,9 @@ def join_fleet_summary(settings: HostSettings) -> None:
     fleet_summary(state, reports_dir_for(settings)).note_label(host.name, settings.torch_label)
 
 
-@stage("Verify", every_host=join_fleet_summary, reads=lambda settings: upload_reads())
+@stage("Verify", every_host=join_fleet_summary, reads=lambda settings: install_reads())
 def verify(settings: HostSettings) -> None:
-    upload_verifier()
+    install_verifier(settings.dpkg_lock_timeout)
     device = "on the CPU (not a GPU pass)" if settings.verify_device == "cpu" else "on every GPU"
     model = "" if settings.verify_model == "off" else ", the 4-bit model"
     run = server.shell(

@@ -7,7 +7,6 @@ Every host fails verification here, by design (no system ROCm, a CPU torch): the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 
@@ -27,7 +26,7 @@ pytestmark = [
 ]
 
 BNB_ROCM72 = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
-VERIFIER = "/var/lib/rocm-fleet/verify.pyz"
+CURRENT = "/var/lib/rocm-fleet/verifier/current"
 # The verification stage's two operations that run on every pass, by design: the check itself (a command on the host
 # that only reads — tests/tasks/test_apt_hook_fleet.py proves with a filesystem snapshot that it changes nothing
 # there) and keeping its report on the controller (a python.call, which pyinfra always counts as run; on these hosts
@@ -36,11 +35,11 @@ ALWAYS_RUN = (
     "tasks/verify.py | Verify | Run the verifier: linkage, versions, strays, runtime, NF4 on the CPU (not a GPU pass)",
     "tasks/verify.py | Verify | Save the report, judge the host",
 )
-# What follows the checkout's verify/: the upload of verify.pyz (planned once per host, by the first stage that runs
-# the verifier: strays), and the apt hook, which keeps an unpacked copy of it (roles/apt_hook) — they change only when
-# verify/ changed between the two runs (see below).
+# What follows the checkout's verify/: the verifier's install (planned once per host, by the first stage that runs
+# the verifier: strays), and the apt hook, which records a new baseline with a new version (roles/apt_hook) — they
+# change only when verify/ changed between the two runs (see below).
 FOLLOW_THE_VERIFIER = (
-    f"tasks/strays.py | Strays | Upload the verifier | Upload {VERIFIER}",
+    "tasks/strays.py | Strays | Install the verifier",
     "tasks/apt_hook.py | Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
 )
 
@@ -160,7 +159,8 @@ def test_a_host_with_a_standin_rocm_tree_passes_the_static_linkage_check(deploye
 
 
 def _verifier_digests(deployed) -> dict[str, str]:
-    return {h: hashlib.sha256((deployed.host(h).root / VERIFIER.lstrip("/")).read_bytes()).hexdigest() for h in HOSTS}
+    """The version each host's verifier is (its name is the sha256 of its sources: roles/verifier.py)."""
+    return {h: os.readlink(deployed.host(h).root / CURRENT.lstrip("/")) for h in HOSTS}
 
 
 def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
@@ -178,9 +178,9 @@ def test_a_second_run_changes_nothing_on_any_host(deployed, tmp_path):
         assert operations[name]["success"] + operations[name]["error"] == sorted(HOSTS), operations[name]
     assert run.failed_operations == [ALWAYS_RUN[1]], run.explain()
 
-    # Others may edit verify/ in this working tree while the suite runs (in CI the checkout is fixed): a new
-    # verify.pyz is then uploaded, and the hook's copy of it renewed, rightly. Left out only when the file on the
-    # hosts really changed.
+    # Others may edit verify/ in this working tree while the suite runs (in CI the checkout is fixed): a new version
+    # of the verifier is then installed, and the hook's baseline recorded again, rightly. Left out only when the
+    # version on the hosts really changed.
     exempt = ALWAYS_RUN + (FOLLOW_THE_VERIFIER if _verifier_digests(deployed) != before else ())
     assert [name for name in run.changed_operations if name not in exempt] == [], run.explain()
     assert all(sorted(op["no_change"]) == sorted(HOSTS) for name, op in operations.items() if name not in exempt), (

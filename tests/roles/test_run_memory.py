@@ -27,7 +27,7 @@ def test_each_run_has_its_own_memory_and_keeps_it():
 def test_the_memory_goes_with_its_run():
     """One pytest process makes many States: their memories must not pile up."""
     state = _state()
-    memory_of(state).verifier_planned.add("ws1")
+    memory_of(state).verifier_planned["ws1"] = True
     before = len(run_memory._memories)
     del state
     gc.collect()

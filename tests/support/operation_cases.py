@@ -31,8 +31,26 @@ from pyinfra.context import ctx_host, ctx_state
 
 from roles.debian.apt_commands import with_dpkg_lock_timeout
 from roles.host_lock import LOCK_FILE, under_host_lock
+from roles.verifier import launcher_sha256, version
 from tests.support.pyinfra_ops import FakeHost
 from verify.question import Question
+
+# What a case writes in place of values that change with every edit of verify/ (the launcher's sha256, this checkout's
+# verifier version): in the facts' output, they stand for the real values; in the commands, the real values show so.
+PLACEHOLDERS = {"<launcher-sha256>": launcher_sha256, "<verifier-version>": version}
+
+
+def _with_values(line: str) -> str:
+    for placeholder, value in PLACEHOLDERS.items():
+        line = line.replace(placeholder, value())
+    return line
+
+
+def _with_placeholders(text: str) -> str:
+    for placeholder, value in PLACEHOLDERS.items():
+        text = text.replace(value(), placeholder)
+    return text
+
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
 _HOST_LOCK = re.compile(
@@ -54,7 +72,7 @@ class OutputHost(FakeHost):
         self.asked.append(name)
         if name not in self.facts:
             raise KeyError(f"the case gives no output for fact {name} (given: {sorted(self.facts)})")
-        lines = self.facts[name]
+        lines = [_with_values(line) for line in self.facts[name]]
         fact = fact_cls()
         return fact.process(lines) if lines else fact.default()
 
@@ -63,7 +81,7 @@ def render(command) -> str:
     if isinstance(command, StringCommand):
         command = command.get_raw_value()
     if isinstance(command, str):  # operations may yield plain strings; pyinfra wraps them in StringCommand later
-        return _unwrap_lock_guard(command.strip())
+        return _with_placeholders(_unwrap_lock_guard(command.strip()))
     if isinstance(command, FunctionCommand):
         kind = {"_log_reason": "tell", "_fail_host": "fail"}.get(command.function.__name__)
         return f"{kind}: {command.args[0]}" if kind else f"python: {command.function.__name__}"

@@ -3,8 +3,9 @@
     report, done = run_check(torch_cpu_venv(), "--device", "cpu")
     report, done = run_check(venv, standin="torch_reports_hip")      # the one mocked boundary, see standins/
 
-The verifier runs as a subprocess of this test's python from the repository root, exactly as `python3 verify.pyz`
-would on a host; its runtime probe then runs with the venv's python. `standin` names a directory under
+The verifier runs as a subprocess of this test's python from the repository root, as the installed verifier's
+launcher runs it on a host (tests/support/installed_verifier.py runs the installed form itself); its runtime probe then
+runs with the venv's python. `standin` names a directory under
 tests/support/standins/ put on PYTHONPATH (a sitecustomize that mocks what cannot exist here, or breaks something on
 purpose); each says what it changes in its docstring.
 """

@@ -7,10 +7,12 @@ brought up once for both and torn down at the end of the session, also after a f
   `prometheus-node-exporter` and `prometheus` (for promtool) installed from Debian's archive first, so the textfile
   directory exists when the verifier and the apt hook write into it (their daemons are never started by apt here:
   the fleet's policy-rc.d);
-- ws2 keeps nothing (never verified) and has a planted venv python that would leave a mark if anything ran it;
+- ws2 keeps nothing (its verifier installed by tasks/strays.py, never verified) and has a planted venv python that
+  would leave a mark if anything ran it;
 - ws3 keeps hostile files where the results belong: a symlink to a root-only file, a FIFO, a file over the read
-  limit;
-- ws4 is there to be made unreachable by a test (its sshd stopped, then started again).
+  limit (its verifier installed by tasks/strays.py, which reads them);
+- ws4 is there to be made unreachable by a test (its sshd stopped, then started again);
+- ws5 was never provisioned: no verifier.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def kept_fleet(tmp_path_factory, venv_image):
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("kept-fleet-reports")
-    with Fleet.up(n=4, login="admin", data={"reports_dir": str(reports)}) as fleet:
+    with Fleet.up(n=5, login="admin", data={"reports_dir": str(reports)}) as fleet:
         fleet.host("ws1").apt_install(["prometheus-node-exporter", "prometheus"], recommends=False)
         _plant(fleet)
         venv_image.lend(fleet.host("ws1"))
@@ -69,4 +71,6 @@ def kept_fleet(tmp_path_factory, venv_image):
         assert first.returncode == 1 and "[ws1] ws1: verification failed — linkage.static:" in first.log, (
             first.explain()
         )
+        strays = deploy(fleet.inventory, "tasks/strays.py", limit="ws2,ws3")
+        assert strays.returncode == 0, strays.explain()
         yield KeptFleet(fleet, reports, first)

@@ -1,6 +1,7 @@
-"""The apt hook's files on one real local-fleet host (Debian 12 over SSH, logged in as an admin with sudo), as runs
-leave them: bad inventory data stops before the host is touched; a damaged verifier copy is found by its content and
-extracted again; two runs at once wait for each other on the host lock and leave every file intact.
+"""The apt hook's files and the verifier they run on one real local-fleet host (Debian 12 over SSH, logged in as an
+admin with sudo), as runs leave them: bad inventory data stops before the host is touched; a damaged verifier is found
+by its content and installed again; two runs at once wait for each other on the host lock and leave every file
+intact.
 
 The host has no venv (the hook's own check then says so in one line); what matters here is the hook's files.
 The tests run in order on one host.
@@ -15,15 +16,10 @@ import time
 
 import pytest
 
-from roles.apt_hook.model import (
-    CONF_PARTIAL_PREFIX,
-    CONF_PATH,
-    LOCK_WHAT,
-    VERIFIER_COPY,
-    WORK_PREFIX,
-    copy_state_command,
-)
+from roles.apt_hook.model import CONF_PARTIAL_PREFIX, CONF_PATH, LOCK_WHAT
 from roles.host_lock import LOCK_FILE, lock_held_message, under_host_lock
+from roles.verifier import LAUNCHER, TOP
+from roles.verifier import LOCK_WHAT as INSTALL_WHAT
 from tests.support.chroot_hosts import finished
 from tests.support.fleet_checks import rooted_processes
 from tests.support.fleet_deploy import ENV, REPO, deploy, deploy_argv, host_lines, snapshot, start_deploy
@@ -35,10 +31,7 @@ pytestmark = [
 ]
 
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
-DAMAGED = (
-    f"apt hook: the verifier copy in {VERIFIER_COPY} differs from its manifest (a file changed, went missing "
-    "or was added): extracting it again"
-)
+INSTALL = "Apt hook | Install the verifier"
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +42,19 @@ def fleet():
         yield up, up.host("ws1")
 
 
-def copy_state(host) -> str:
-    """The fact's own test of the copy, run in the host: `verifier SHA`, `verifier damaged` or `verifier `."""
-    return host.run(["sh", "-c", copy_state_command()]).stdout.strip()
+def version(host) -> str:
+    return os.readlink(host.root / TOP.lstrip("/") / "current")
+
+
+def check(host) -> str:
+    """The launcher's own check of the current version, run in the host: "intact", or why not."""
+    done = host.run(["python3", "-I", "-S", LAUNCHER, "--check", f"{TOP}/{version(host)}", version(host)], check=False)
+    return (done.stdout + done.stderr).strip()
 
 
 def leftovers(host) -> list[str]:
-    """Private work files of the hook's commands still on the host (a finished run leaves none)."""
-    found = host.run(["sh", "-c", f"ls -d {WORK_PREFIX}* {CONF_PARTIAL_PREFIX}* 2>/dev/null || true"]).stdout
+    """Private work files of the hook's and the install's commands still on the host (a finished run leaves none)."""
+    found = host.run(["sh", "-c", f"ls -d {TOP}/.[a-z]* {CONF_PARTIAL_PREFIX}* 2>/dev/null || true"]).stdout
     return found.split()
 
 
@@ -84,13 +82,12 @@ def test_bad_inventory_data_stops_the_run_before_anything_runs_on_the_host(fleet
     assert snapshot(host.root) == before
 
 
-def test_a_damaged_verifier_copy_is_found_by_its_content_and_extracted_again(fleet):
+def test_a_damaged_verifier_is_found_by_its_content_and_installed_again(fleet):
     up, host = fleet
     run = deploy(up.inventory, "tasks/apt_hook.py")
     assert run.returncode == 0 and HOOK_OP in run.changed_operations, run.explain()
-    intact = copy_state(host)
-    assert intact.startswith("verifier ") and len(intact.split()[1]) == 64, intact
-    copy = host.root / VERIFIER_COPY.lstrip("/")
+    assert check(host) == "intact"
+    copy = host.root / TOP.lstrip("/") / version(host)
     pyc = next((copy / "verify/checks/__pycache__").glob("registry.cpython-*.pyc"))
     damages = {
         "a source changed": lambda: (copy / "verify/checks/registry.py").write_text("raise SystemExit('tampered')\n"),
@@ -100,12 +97,15 @@ def test_a_damaged_verifier_copy_is_found_by_its_content_and_extracted_again(fle
     }
     for what, damage in damages.items():
         damage()
-        assert copy_state(host) == "verifier damaged", what
+        problem = check(host)
+        assert problem != "intact", what
         run = deploy(up.inventory, "tasks/apt_hook.py")
         assert run.returncode == 0, f"{what}: {run.explain()}"
-        assert run.changed_operations == [HOOK_OP], f"{what}: {run.explain()}"
-        assert DAMAGED in host_lines(run.log, "ws1"), f"{what}: {run.explain()}"
-        assert copy_state(host) == intact, what
+        # Installed again, and the hook's baseline recorded again with it.
+        assert run.changed_operations == [INSTALL, HOOK_OP], f"{what}: {run.explain()}"
+        said = f"verifier {version(host)[:12]} on the host: {problem}: installing it again"
+        assert said in host_lines(run.log, "ws1"), f"{what}: {run.explain()}"
+        assert check(host) == "intact", what
         assert leftovers(host) == [], what
     run = deploy(up.inventory, "tasks/apt_hook.py")
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
@@ -156,8 +156,8 @@ def waiting_for_the_lock(host) -> int:
 
 
 def make_both_runs_change_everything(host) -> None:
-    """Both runs must then replace the copy and the configuration, and record the baseline."""
-    host.run(["sh", "-c", f"rm -rf {VERIFIER_COPY} && echo '// changed by hand' >> {CONF_PATH}"])
+    """Both runs must then install the verifier and replace the configuration, and record the baseline."""
+    host.run(["sh", "-c", f"rm -rf {TOP}/{version(host)} && echo '// changed by hand' >> {CONF_PATH}"])
 
 
 def finish(processes) -> list:
@@ -171,8 +171,7 @@ def finish(processes) -> list:
 def assert_intact(host, runs, expected_config: str) -> None:
     for run in runs:
         assert run.returncode == 0, run.explain()
-    assert copy_state(host).startswith("verifier "), copy_state(host)
-    assert len(copy_state(host).split()) == 2  # intact: not "damaged", not missing
+    assert check(host) == "intact"
     assert (host.root / CONF_PATH.lstrip("/")).read_text() == expected_config
     assert leftovers(host) == []
 
@@ -180,8 +179,8 @@ def assert_intact(host, runs, expected_config: str) -> None:
 @pytest.mark.parametrize("round_", [1, 2, 3])
 def test_two_runs_at_once_wait_for_each_other_and_leave_every_file_intact(fleet, round_):
     """Both runs are started while the host lock is held, and let go only once both wait for it: both then reach
-    the same files at the same moment. Before the lock, the two copy commands deleted each other's `verifier.new`
-    and moved the same `verifier.old`, and wrote the same partial apt configuration."""
+    the same files at the same moment. Without the lock, two installs would move the same version and switch the
+    same `current`, and two hook commands write the same partial apt configuration."""
     up, host = fleet
     expected_config = (host.root / CONF_PATH.lstrip("/")).read_text()
     make_both_runs_change_everything(host)
@@ -201,7 +200,7 @@ def test_two_runs_at_once_wait_for_each_other_and_leave_every_file_intact(fleet,
     assert_intact(host, done, expected_config)
     assert waited, "a run ended without waiting for the host lock:\n" + "\n".join(run.explain() for run in done)
     for run in done:
-        assert run.changed_operations == [HOOK_OP], run.explain()
+        assert run.changed_operations == [INSTALL, HOOK_OP], run.explain()
 
 
 def test_two_runs_started_together_without_help_end_correctly(fleet):
@@ -225,8 +224,9 @@ def test_a_run_that_waits_longer_than_dpkg_lock_timeout_fails_with_one_line_nami
         holder.kill()
     assert run.returncode == 1, run.explain()
     assert record.startswith("changing the apt hook for root since ") and record.endswith(")"), record
-    assert f"{lock_held_message(1, LOCK_WHAT)} {record}" in host_lines(run.log, "ws1"), run.explain()
-    assert not (host.root / VERIFIER_COPY.lstrip("/")).exists()  # nothing was changed while another run held it
+    # The install is the first command under the lock: it names what it would change.
+    assert f"{lock_held_message(1, INSTALL_WHAT)} {record}" in host_lines(run.log, "ws1"), run.explain()
+    assert not (host.root / TOP.lstrip("/") / version(host)).exists()  # nothing was changed while another held it
     run = deploy(up.inventory, "tasks/apt_hook.py")  # and once it is let go, the next run does it all
-    assert run.returncode == 0 and run.changed_operations == [HOOK_OP], run.explain()
-    assert copy_state(host) != "verifier damaged" and leftovers(host) == []
+    assert run.returncode == 0 and run.changed_operations == [INSTALL, HOOK_OP], run.explain()
+    assert check(host) == "intact" and leftovers(host) == []

@@ -291,21 +291,18 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     assert parts and set(parts) <= read_only, parts
 
 
-def test_the_verifier_is_uploaded_once_per_host_for_all_the_stages_that_run_it(whole_plan):
-    """Mock hosts: strays, the apt hook and verification each run verify.pyz on the host, and one run plans its upload
-    once per host, in the first of them (pyinfra 3 caches no facts: each further upload would read four facts again
-    only to find the file in place)."""
-    first = [
-        "tasks/strays.py | Strays | Upload the verifier | Verifier directory",
-        "tasks/strays.py | Strays | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz",
-    ]
+def test_the_verifier_is_installed_once_per_host_for_all_the_stages_that_run_it(whole_plan):
+    """Mock hosts: strays, the apt hook, the boot check and verification each run the installed verifier, and one
+    run plans its install once per host, in the first of them (pyinfra 3 caches no facts: each further install
+    would ask the host again only to find the verifier in place)."""
+    first = "tasks/strays.py | Strays | Install the verifier"
     for host in ("fresh_noble", "provisioned_noble"):
         names = [op["name"] for op in whole_plan[host]]
-        assert [name for name in names if "Upload the verifier" in name] == first, names
-        # The later stages that run the verifier are still planned, after the upload.
+        assert [name for name in names if "Install the verifier" in name] == [first], names
+        # The later stages that run the verifier are still planned, after the install.
         for stage in ("tasks/apt_hook.py | Apt hook | ", "tasks/verify.py | Verify | Run the verifier"):
-            assert any(name.startswith(stage) for name in names[names.index(first[1]) :]), (stage, names)
-    assert not any("Upload the verifier" in op["name"] for op in whole_plan["focal"])  # stopped at preflight
+            assert any(name.startswith(stage) for name in names[names.index(first) :]), (stage, names)
+    assert not any("Install the verifier" in op["name"] for op in whole_plan["focal"])  # stopped at preflight
 
 
 def test_run_results_for_stages_1_to_3(run_stages):

@@ -5,27 +5,26 @@ runs anything she can change.
 alice drops `zz.pth` into her venv's site-packages: Python runs its `import` line at every start of that venv's
 interpreter, and it appends the uid that ran it to a log. Across `deploy.py --dry`, a deploy in which pip really runs,
 `tasks/verify.py`, an apt run (the hook) and the boot unit's command, the log must never show uid 0 — and must show
-alice's uid where she legitimately runs (pip, the runtime probe), so the test can fail. Then: a verifier upload while
-alice has planted pyinfra's predictable temporary name, and a stale verifier on the host at plan time; and first of
-all, a venv_path under a directory every account can write is refused before anything changes on the host.
+alice's uid where she legitimately runs (pip, the runtime probe), so the test can fail. Then: a verifier install while
+alice has planted pyinfra's predictable temporary name, a launcher not this checkout's on the host at plan time, and a
+module of the installed verifier alice was given: never run; and first of all, a venv_path under a directory every
+account can write is refused before anything changes on the host.
 
 The tests run in order on one host (each builds on the one before).
 """
 
 from __future__ import annotations
 
-import io
+import hashlib
 import json
 import os
-import zipfile
-from pathlib import Path
 
 import pytest
 from pyinfra.api.util import sha1_hash
 
 from roles.apt_hook.model import HOOK_DIR
 from roles.boot_check.model import STATE_DIR
-from roles.verifier import REMOTE_VERIFIER, zipapp_bytes
+from roles.verifier import LAUNCHER, TOP, launcher_sha256, version
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 
@@ -168,17 +167,18 @@ def test_the_owners_pth_never_runs_as_root_during_dry_deploy_verify_and_apt(flee
     assert kept["report"]["facts"]["probe_account"]["user"] == "alice"
 
 
-def test_a_stale_verifier_is_never_run_and_a_planted_upload_name_is_not_used(fleet):
-    """High 2: pyinfra's sudo upload staged the verifier in /tmp/pyinfra-<sha1 of the destination>, a name alice can
+def test_a_verifier_not_this_checkouts_or_not_roots_alone_is_never_run_and_a_planted_upload_name_is_not_used(fleet):
+    """High 2: pyinfra's sudo upload staged a file in /tmp/pyinfra-<sha1 of the destination>, a name alice can
     compute and plant (here: her own file, writable by all — the same works with a symlink or a FIFO when
-    fs.protected_* are 0); and the strays fact ran whatever verify.pyz the host had, as root, while planning."""
-    up, host, uid, _ = fleet
+    fs.protected_* are 0); and the strays fact ran whatever verifier the host had, as root, while planning. Now a
+    launcher that is not this checkout's is not run, the archive goes through a private staging directory to a name
+    with 128 random bits, and a version of which alice owns a file is refused by the launcher (the status says so in
+    one line) until the next run installs it again."""
+    up, host, uid, reports = fleet
     marker = host.root / "var/tmp/stale-verifier-ran"
-    stale = io.BytesIO()
-    with zipfile.ZipFile(stale, "w") as archive:
-        archive.writestr("__main__.py", "open('/var/tmp/stale-verifier-ran', 'a').write('ran\\n')\nprint('null')\n")
-    (host.root / REMOTE_VERIFIER.lstrip("/")).write_bytes(stale.getvalue())
-    planted = host.root / "tmp" / f"pyinfra-{sha1_hash(REMOTE_VERIFIER)}"
+    launcher = host.root / LAUNCHER.lstrip("/")
+    launcher.write_text("open('/var/tmp/stale-verifier-ran', 'a').write('ran\\n')\nprint('null')\n")
+    planted = host.root / "tmp" / f"pyinfra-{sha1_hash(LAUNCHER)}"
     planted.write_text("alice's\n")
     os.chown(planted, uid, uid)
     planted.chmod(0o666)
@@ -189,10 +189,22 @@ def test_a_stale_verifier_is_never_run_and_a_planted_upload_name_is_not_used(fle
 
     run = deploy(up.inventory, "tasks/verify.py")
     assert run.returncode == 1 and "verification failed — linkage.static" in run.log, run.explain()
-    assert (host.root / REMOTE_VERIFIER.lstrip("/")).read_bytes() == zipapp_bytes()
+    assert hashlib.sha256(launcher.read_bytes()).hexdigest() == launcher_sha256()
     assert not marker.exists()
     assert planted.read_text() == "alice's\n" and planted.stat().st_uid == uid
     assert not [path for path in (host.root / "tmp").iterdir() if path.name.startswith("rocm-fleet-upload-")]
-    verifier_dir = host.root / "var/lib/rocm-fleet"
-    assert (verifier_dir.stat().st_uid, verifier_dir.stat().st_mode & 0o777) == (0, 0o755)
-    assert Path(verifier_dir / "verify.pyz").stat().st_uid == 0
+    for directory in (host.root / "var/lib/rocm-fleet", host.root / TOP.lstrip("/")):
+        assert (directory.stat().st_uid, directory.stat().st_mode & 0o777) == (0, 0o755)
+    installed = host.root / TOP.lstrip("/") / version()
+    assert all(path.stat().st_uid == 0 and not path.stat().st_mode & 0o022 for path in installed.rglob("*"))
+
+    # A module of the installed verifier given to alice (an admin's chown -R, say): nothing runs it as root.
+    os.chown(installed / "verify" / "cli.py", uid, uid)
+    status = deploy(up.inventory, "tasks/status.py")
+    assert status.returncode == 1, status.explain()
+    [row] = [line for line in (reports / "status.md").read_text().splitlines() if line.startswith("| ws1 |")]
+    assert "not run - " in row and "verify/cli.py is not root's alone" in row, row
+    run = deploy(up.inventory, "tasks/verify.py")
+    assert f"verifier {version()[:12]} on the host: " in run.log and "installing it again" in run.log, run.explain()
+    assert (installed / "verify" / "cli.py").stat().st_uid == 0
+    assert "verification failed — linkage.static" in run.log, run.explain()

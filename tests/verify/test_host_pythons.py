@@ -1,39 +1,32 @@
-"""The verifier archive run by each python3 a workstation may have: Ubuntu 22.04's 3.10, Debian 12's 3.11 (this
+"""The installed verifier under each python3 a workstation may have: Ubuntu 22.04's 3.10, Debian 12's 3.11 (this
 machine's /usr/bin/python3, what every other test runs), Ubuntu 24.04's 3.12, and 3.13.
 
-A host runs `python3 -I -S verify.pyz …` with its own interpreter, so the verifier must give the same answer under
-each: the same report, fact for fact, but `host.python`, on a provisioned stand-in image and on one a dpkg run
-changed (strays, a library now found elsewhere).
+A host installs the verifier with its own interpreter (compiled by it) and runs `python3 -I -S launcher.py …` with it,
+so each must install it, hold it to the launcher's rule and give the same answer: the same report, fact for fact, but
+`host.python`, on a provisioned stand-in image and on one a dpkg run changed (strays, a library now found elsewhere).
 
 The interpreters: tests/support/host_pythons.py (pyenv's builds; Debian 12 packages only 3.11). Under the same
-interpreters: the compiled-code cache (an entry per interpreter, each taking only its own) in
-tests/verify/test_bytecode_cache.py; the facts' own programs in tests/roles/status/test_facts.py and
-tests/roles/venv/test_facts.py.
+interpreters: the status fact in tests/roles/status/test_facts.py, the venv's facts in tests/roles/venv/test_facts.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from roles.verifier import zipapp_bytes
 from tests.support.drift_images import Workstation
 from tests.support.host_pythons import DEBIAN_PYTHON3, OTHER_PYTHONS, interpreter
+from tests.support.installed_verifier import install, launch, version
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the cache is root's only")]
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the verifier is root's only")]
 
 
-@pytest.fixture(scope="module")
-def archive(tmp_path_factory) -> Path:
-    """verify.pyz in a directory of root's, mode 0755, as on a host (/var/lib/rocm-fleet)."""
-    directory = tmp_path_factory.mktemp("host") / "rocm-fleet"
-    directory.mkdir(mode=0o755)
-    (directory / "verify.pyz").write_bytes(zipapp_bytes())
-    return directory / "verify.pyz"
+def installed(tmp_path_factory, python: str) -> Path:
+    """The verifier installed by `python` (compiled by it) in a directory of root's, as on a host."""
+    return install(tmp_path_factory.mktemp("host") / "verifier", python=python)
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +37,12 @@ def images(tmp_path_factory) -> dict[str, Path]:
     return {"provisioned": provisioned.root, "drifted": drifted.root}
 
 
-def check(python: str, archive: Path, root: Path) -> tuple[dict, int]:
-    done = subprocess.run(
-        [
-            python,
-            "-I",
-            "-S",
-            str(archive),
-            "check",
-            "--root",
-            str(root),
-            "--venv",
-            "/opt/rocm-fleet/venv",
-            "--expect-rocm",
-            "7.2.4",
-            "--expect-bitsandbytes",
-            "0.50.1",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd="/",
+def check(python: str, top: Path, root: Path) -> tuple[dict, int]:
+    done = launch(
+        top,
+        *("check", "--root", str(root), "--venv", "/opt/rocm-fleet/venv", "--expect-rocm", "7.2.4"),
+        *("--expect-bitsandbytes", "0.50.1", "--json"),
+        python=python,
     )
     assert done.stdout.startswith("{"), done.stderr
     return json.loads(done.stdout), done.returncode
@@ -76,8 +53,9 @@ def comparable(report: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def debian_reports(archive, images) -> dict[str, tuple[dict, int]]:
-    return {name: check(DEBIAN_PYTHON3, archive, root) for name, root in images.items()}
+def debian_reports(tmp_path_factory, images) -> dict[str, tuple[dict, int]]:
+    top = installed(tmp_path_factory, DEBIAN_PYTHON3)
+    return {name: check(DEBIAN_PYTHON3, top, root) for name, root in images.items()}
 
 
 def test_debian_python3_gives_the_two_verdicts_the_other_pythons_are_held_to(debian_reports):
@@ -89,11 +67,17 @@ def test_debian_python3_gives_the_two_verdicts_the_other_pythons_are_held_to(deb
     assert statuses["drifted"]["strays"] != "pass" and statuses["drifted"]["linkage.static"] == "fail"
 
 
-@pytest.mark.parametrize("version", sorted(OTHER_PYTHONS))
-def test_each_hosts_python3_writes_the_report_debians_writes(version, archive, images, debian_reports):
-    python = interpreter(version)
+@pytest.mark.parametrize("minor", sorted(OTHER_PYTHONS))
+def test_each_hosts_python3_installs_it_and_writes_the_report_debians_writes(
+    minor, tmp_path_factory, images, debian_reports
+):
+    python = interpreter(minor)
+    top = installed(tmp_path_factory, python)
+    tag = f"cpython-{minor.replace('.', '')}"
+    assert launch(top, "--check", str(top / version()), version(), python=python).stdout == "intact\n"
+    assert list((top / version() / "verify" / "__pycache__").glob(f"cli.{tag}.pyc")), "compiled by that python3"
     for name, root in images.items():
-        report, code = check(python, archive, root)
-        assert report["host"]["python"].startswith(f"{version}.")
+        report, code = check(python, top, root)
+        assert report["host"]["python"].startswith(f"{minor}.")
         expected, expected_code = debian_reports[name]
         assert (name, code, comparable(report)) == (name, expected_code, comparable(expected))

@@ -23,9 +23,9 @@ within its static time limit (three quarters of the hook's), never a hang: see v
 modelled with a clean environment (no LD_LIBRARY_PATH, LD_PRELOAD, BNB_ROCM_VERSION): apt's environment says nothing
 about the one users start Python in.
 
-apt runs this file directly (`python3 -I …/verify/commands/apt_hook.py …`, from the hook's compiled copy of the
-verifier), not through `verify.cli`: everything it imports from the verifier is imported inside the guarded code, so
-even a damaged copy of the verifier gives one line and exit status 0.
+apt runs it through the installed verifier's launcher (`python3 -I -S /var/lib/rocm-fleet/verifier/launcher.py
+apt-hook …`, verify/launcher.py), which hands it to `main` here: everything it imports from the verifier is imported
+inside the guarded code, so whatever fails there is one line and exit status 0.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ import signal
 import sys
 from pathlib import Path
 
-PREFIX = "rocm-fleet apt hook:"
-DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state.DEFAULT_DIR (not imported: see above)
+PREFIX = "rocm-fleet apt hook:"  # = verify.launcher.PREFIXES["apt-hook"]: the launcher's refusal is a hook line
+DEFAULT_STATE_DIR = "/var/lib/rocm-fleet/apt-hook"  # = verify.report.hook_state.DEFAULT_DIR (imported only when run)
 DEFAULT_TIME_LIMIT = 60.0
 MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except SystemExit:  # --help
         raise
-    except BaseException as error:  # noqa: BLE001 — a damaged copy of the verifier: still one line, still exit 0
+    except BaseException as error:  # noqa: BLE001 — whatever it is: still one line, still exit 0
         _emit([f"{PREFIX} not run ({_one_line(error)}); apt is not affected — run tasks/apt_hook.py again"])
         return 0
     return run(args)
@@ -300,9 +300,3 @@ def _emit(lines: list[str]) -> None:
         sys.stdout.flush()
     except (OSError, ValueError):  # apt's output closed: nothing to tell, and nothing to fail
         pass
-
-
-if __name__ == "__main__":
-    # Run as a file by apt (python3 -I: no script directory on sys.path): the verifier is three levels up.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    sys.exit(main())

@@ -36,7 +36,7 @@ from verify.stack.venv_layout import VenvError
 from verify.system.pci import amd_gpus
 from verify.system.textfiles import read_optional
 
-PREFIX = "rocm-fleet boot check:"
+PREFIX = "rocm-fleet boot check:"  # = verify.launcher.PREFIXES["boot-check"]
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DEFAULT_DRIVER_WAIT = 120.0
 

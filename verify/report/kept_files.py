@@ -10,11 +10,8 @@ READ_LIMIT bytes) without following a symlink planted in its place, and says the
 plain data — contents as text, or one line saying why there are none — and parses nothing: the typed readers
 (verify/report/kept.py, `Report.from_json`, `judge_report`) judge the contents.
 
-This module and verify/safe_read.py import only the standard library, because they also run alone: the status task
-(roles/status) sends both sources to a host for its own `python3 -I -S` (verify/api.py `KEPT_READER_SOURCES`), so
-reading a host's state needs no upload and works whatever verifier version the host has; `main()` prints one JSON
-document (`json_text`: json.dumps' text without importing the json package, which would cost each host more CPU than
-reading the files).
+The status task asks a host for them through the installed verifier (`verify kept`, verify/commands/kept.py), which
+prints this as one JSON document.
 
 `replace_file(directory, name, text)` writes under a private, unpredictable name in the same directory (created
 O_EXCL and O_NOFOLLOW relative to the directory, which is itself opened O_NOFOLLOW) and renames it over `name`: a
@@ -26,7 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
+import secrets
 import time
 
 from verify.safe_read import read_bytes
@@ -60,14 +57,11 @@ def read_kept_files(root: str = STATE_ROOT, limit: int = READ_LIMIT) -> dict:
                 files[source] = {"path": path, "missing": True}
             else:  # safe_read's words: "a symbolic link (not followed here), not a regular file", "a FIFO …"
                 files[source] = {"path": path, "error": f"{path}: {error.strerror or error}"}
-    # uname(2)'s nodename is gethostname(2)'s answer, without importing socket on every host the status task asks.
     return {"hostname": os.uname().nodename, "now": time.time(), "files": files}
 
 
 def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str:
     """Replace directory/name with `text` in one step (see the module's docstring); returns its path."""
-    import secrets  # here, not at the top: the status task runs this module on every host and never writes
-
     dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         partial = f".{name}.{secrets.token_hex(8)}.partial"
@@ -87,54 +81,3 @@ def replace_file(directory: str, name: str, text: str, mode: int = 0o644) -> str
     finally:
         os.close(dir_fd)
     return os.path.join(directory, name)
-
-
-def json_text(value) -> str:
-    """json.dumps(value), the same text, for plain data (dicts with str keys, lists, str, int, float, bool, None).
-
-    Why not json.dumps: importing the json package (its re, enum, functools …) costs a host ~7 ms of CPU, more than
-    everything this reader does after python3 has started, and the status task runs it on every host each time. The
-    strings go through the json package's own C encoder (_json, built into CPython), so they are escaped exactly as
-    json.dumps escapes them (tests/verify/report/test_kept_files.py compares the two on hostile text)."""
-    try:
-        from _json import encode_basestring_ascii as quote
-    except ImportError:  # another Python: the package itself
-        import json
-
-        return json.dumps(value)
-
-    def text(item) -> str:
-        if isinstance(item, str):
-            return quote(item)
-        if item is None:
-            return "null"
-        if isinstance(item, bool):  # before int: True is an int
-            return "true" if item else "false"
-        if isinstance(item, int):
-            return int.__repr__(item)
-        if isinstance(item, float):
-            if item != item:
-                return "NaN"
-            if item in (float("inf"), float("-inf")):
-                return "Infinity" if item > 0 else "-Infinity"
-            return float.__repr__(item)
-        if isinstance(item, dict):
-            if not all(isinstance(key, str) for key in item):
-                raise TypeError("json_text: only str keys")
-            return "{" + ", ".join(f"{quote(key)}: {text(part)}" for key, part in item.items()) + "}"
-        if isinstance(item, (list, tuple)):
-            return "[" + ", ".join(text(part) for part in item) + "]"
-        raise TypeError(f"json_text: {type(item).__name__} is not plain data")
-
-    return text(value)
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    sys.stdout.write(json_text(read_kept_files(argv[0] if argv else STATE_ROOT)))
-    sys.stdout.write("\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -606,7 +606,7 @@ def build_report(
 
 
 def load_schema() -> dict[str, Any]:
-    """The JSON Schema of the report, read from the package (works from a checkout and from the zipapp)."""
+    """The JSON Schema of the report, read from the package (a checkout's, or the installed verifier's)."""
     from importlib import resources
 
     return json.loads(resources.files(__package__).joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8"))

@@ -1,13 +1,14 @@
 """Checking a JSON document against verify/report/report_schema.json, with the standard library only.
 
 Why not the `jsonschema` library: the rule that decides whether a report proves a pass (verify/report/report.py
-`judge_report`) runs on the controller *and* on the workstation — in the apt hook, from the zipapp, with the host's
-python3 and nothing installed — and it must be the same rule in both places. So this module implements exactly the
-keywords the report schema uses, with draft 2020-12's meaning: type, const, enum, required, properties,
-additionalProperties (false), items, minItems, minLength, minimum, pattern, $ref (local), and the annotations ($schema,
-$id, title, description, $defs). A schema using any other keyword is refused when it is loaded (`SchemaError`), so the
-schema cannot grow past what is checked without this module growing with it. tests/verify/report/test_schema_check.py
-holds it to `jsonschema` itself (a test dependency) on every report the tests produce and on hundreds of broken ones.
+`judge_report`) runs on the controller *and* on the workstation — in the apt hook, from the installed verifier, with
+the host's python3 and nothing installed — and it must be the same rule in both places. So this module implements
+exactly the keywords the report schema uses, with draft 2020-12's meaning: type, const, enum, required, properties,
+additionalProperties (false), items, minItems, minLength, minimum, pattern, $ref (local), and the annotations
+($schema, $id, title, description, $defs). A schema using any other keyword is refused when it is loaded
+(`SchemaError`), so the schema cannot grow past what is checked without this module growing with it.
+tests/verify/report/test_schema_check.py holds it to `jsonschema` itself (a test dependency) on every report the
+tests produce and on hundreds of broken ones.
 
 What it does not do: any other keyword, remote references, format checks.
 """

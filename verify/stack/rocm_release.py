@@ -5,8 +5,8 @@ A release file says what the stages install (AMD's build number, the amdgpu-inst
 driver repository, the torch index and requirement), what the checks expect (bitsandbytes' library for it, the GPU
 architectures its builds have kernels for, the SONAMEs its libraries carry — what a distro library could be bound
 in place of), and which distro packages collide with AMD's (colliding_packages stage). Adding a release is adding its
-file: the inventory accepts it, the verifier checks against it, the zipapp carries it (it is package data, read with
-importlib.resources, so it works from the zipapp too). A release without a file is refused, naming the known ones.
+file: the inventory accepts it, the verifier checks against it, the installed verifier carries it (package data,
+read with importlib.resources). A release without a file is refused, naming the known ones.
 """
 
 from __future__ import annotations

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from roles.apt_hook.model import ENTRY, HookSpec, HookSpecError, config_text, hook_command
+from roles.apt_hook.model import HOOK_PREFIX, HookSpec, HookSpecError, config_text, hook_command
 from roles.settings import check_data
 from roles.validators import PLAIN_CHARACTERS
 from roles.verification.request import question_for
+from roles.verifier import LAUNCHER, launcher_sha256, not_installed_line
 from verify.question import Question
 
 QUESTION = Question(Path("/opt/rocm-fleet/venv"), "7.2.4", "0.50.1")
@@ -33,8 +34,8 @@ def test_apt_reads_the_configuration_as_one_post_invoke_command(tmp_path):
 
 
 def test_the_hook_line_never_fails_and_says_what_is_missing_in_one_line():
-    """Run by a real shell as apt runs it (sh -c): python3 missing, then the verifier copy missing (it is never on
-    this machine: /var/lib/rocm-fleet belongs to hosts)."""
+    """Run by a real shell as apt runs it (sh -c): python3 missing, then the verifier missing (it is never on this
+    machine: /var/lib/rocm-fleet belongs to hosts)."""
     no_python = HookSpec("/nonexistent/python3", QUESTION)
     done = subprocess.run(["sh", "-c", hook_command(no_python)], capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (0, "")
@@ -43,10 +44,8 @@ def test_the_hook_line_never_fails_and_says_what_is_missing_in_one_line():
         "then run tasks/apt_hook.py again)\n"
     )
     done = subprocess.run(["sh", "-c", hook_command(SPEC)], capture_output=True, text=True)
-    assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == (
-        f"rocm-fleet apt hook: not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)\n"
-    )
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == not_installed_line(HOOK_PREFIX) + "\n"
 
 
 def test_and_whatever_the_verifier_exits_with_the_line_exits_0(tmp_path):
@@ -54,7 +53,9 @@ def test_and_whatever_the_verifier_exits_with_the_line_exits_0(tmp_path):
     failing.write_text("#!/bin/sh\necho 'Traceback: boom' >&2\nexit 3\n")
     failing.chmod(0o755)
     line = hook_command(HookSpec(str(failing), QUESTION))
-    done = subprocess.run(["sh", "-c", line.replace(f"[ ! -f {ENTRY} ]", "false")], capture_output=True, text=True)
+    launcher_checked = f"echo '{launcher_sha256()}  {LAUNCHER}' | sha256sum --check --status 2>/dev/null"
+    assert launcher_checked in line
+    done = subprocess.run(["sh", "-c", line.replace(launcher_checked, "true")], capture_output=True, text=True)
     assert done.returncode == 0 and "boom" in done.stderr
 
 

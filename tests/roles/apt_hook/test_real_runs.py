@@ -9,14 +9,15 @@ tests/tasks/test_apt_hook_fleet.py.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from roles.apt_hook.facts import AptHookFiles
-from roles.apt_hook.model import CONF_PATH, ENTRY, HOOK_DIR, HOOK_PREFIX
+from roles.apt_hook.model import CONF_PATH, HOOK_DIR, HOOK_PREFIX
+from roles.verifier import TOP, not_installed_line
 from tests.support.chroot_hosts import chroot_host, run_pyinfra
 from tests.support.debian_roots import image
 from tests.support.debs import build_deb
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.root]
 
 DEBIAN12 = ("bookworm", ("slurm-wlm-rsmi-plugin", "librocsparse0"))
 HOOK = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
-UPLOAD = "Apt hook | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"
+INSTALL = "Apt hook | Install the verifier"
 
 
 def sh(root: Path, command: str) -> subprocess.CompletedProcess:
@@ -42,16 +43,16 @@ def hook_lines(done: subprocess.CompletedProcess) -> list[str]:
     return [line for line in (done.stdout + done.stderr).splitlines() if line.startswith(HOOK_PREFIX)]
 
 
-def verifier_sha(root: Path) -> str:
-    return hashlib.sha256((root / "var/lib/rocm-fleet/verify.pyz").read_bytes()).hexdigest()
+def current_version(root: Path) -> str:
+    return os.readlink(root / TOP.lstrip("/") / "current")
 
 
-def changed_besides_a_new_verifier(run, root: Path, sha_before: str) -> list[str]:
-    """The operations a run changed, leaving out the verifier's upload and copy when verify/ itself changed between
-    the runs (others edit the same working tree while these tests run; in CI the checkout is fixed)."""
-    if verifier_sha(root) == sha_before:
+def changed_besides_a_new_verifier(run, root: Path, version_before: str) -> list[str]:
+    """The operations a run changed, leaving out the verifier's install and the new baseline when verify/ itself
+    changed between the runs (others edit the same working tree while these tests run; in CI the checkout is fixed)."""
+    if current_version(root) == version_before:
         return run.changed_operations
-    return [name for name in run.changed_operations if name not in (UPLOAD, HOOK)]
+    return [name for name in run.changed_operations if name not in (INSTALL, HOOK)]
 
 
 def local_debs(root: Path, workdir: Path) -> None:
@@ -80,18 +81,17 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         assert HOOK in first.changed_operations
         conf = (root / CONF_PATH.lstrip("/")).read_text()
         assert "DPkg::Post-Invoke" in conf and "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4" in conf
-        assert (root / ENTRY.lstrip("/")).is_file()
-        compiled = root / HOOK_DIR.lstrip("/") / "verifier/verify/checks/__pycache__"
+        assert INSTALL in first.changed_operations
+        compiled = root / TOP.lstrip("/") / "current/verify/checks/__pycache__"
         assert list(compiled.glob("registry.cpython-311.pyc"))
         # The fact's real command, run in the root, parsed by its real process().
         files = AptHookFiles().process(sh(root, AptHookFiles().command()).stdout.splitlines())
-        assert files.python == "/usr/bin/python3" and files.verifier_sha256 == verifier_sha(root)
-        assert files.config.splitlines() == conf.splitlines()
+        assert files.python == "/usr/bin/python3" and files.config.splitlines() == conf.splitlines()
 
-        sha = verifier_sha(root)
+        version = current_version(root)
         second = run_pyinfra(root, "tasks/apt_hook.py", {})
         assert second.returncode == 0, second.explain()
-        assert changed_besides_a_new_verifier(second, root, sha) == [], second.explain()
+        assert changed_besides_a_new_verifier(second, root, version) == [], second.explain()
 
         local_debs(root, tmp_path)
         # No venv in this root: the hook's check says so in one line, and apt succeeds.
@@ -108,13 +108,12 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         assert len(hook_lines(done)) == 1
         assert sh(root, "dpkg --purge rocm-fleet-test-bad").returncode == 0
 
-        # The verifier copy deleted: one line, apt's exit status untouched.
-        sh(root, f"rm -rf {HOOK_DIR}/verifier")
+        # The verifier deleted: one line, apt's exit status untouched.
+        sh(root, f"mv {TOP} {TOP}.away")
         done = sh(root, "apt-get install -y --reinstall /tmp/ok.deb")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert hook_lines(done) == [
-            f"{HOOK_PREFIX} not run - {ENTRY} is missing (run tasks/apt_hook.py again, or set apt_hook: False)"
-        ]
+        assert hook_lines(done) == [not_installed_line(HOOK_PREFIX)]
+        sh(root, f"mv {TOP}.away {TOP}")
 
         # python3 gone: one line, apt's exit status untouched, with dpkg succeeding and failing.
         sh(root, "mv /usr/bin/python3 /usr/bin/python3.away")
@@ -136,6 +135,7 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         assert removed.returncode == 0, removed.explain()
         assert removed.changed_operations == ["Apt hook | Remove the apt hook (apt_hook: False)"]
         assert not (root / CONF_PATH.lstrip("/")).exists() and not (root / HOOK_DIR.lstrip("/")).exists()
+        assert (root / TOP.lstrip("/") / "launcher.py").is_file()  # the verifier stays: the other stages use it
         assert hook_lines(sh(root, "apt-get install -y --reinstall /tmp/ok.deb")) == []
         again = run_pyinfra(root, "tasks/apt_hook.py", {"apt_hook": "false"})
         assert again.returncode == 0 and again.changed_operations == [], again.explain()

@@ -5,7 +5,6 @@ enabled the way the stage enables it (no ordering cycle; a unit ordered Before= 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import shutil
@@ -17,10 +16,9 @@ import pytest
 from roles.boot_check.model import UNIT_NAME, boot_check_arguments, exec_start, unit_text
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments
-from roles.verifier import REMOTE_VERIFIER
+from roles.verifier import TOP, not_installed_line, stale_line, verifier_command
 from verify.cli import build_parser
 
-SHA = hashlib.sha256(b"verify.pyz").hexdigest()
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze (systemd)")
 
 
@@ -48,7 +46,6 @@ def test_the_unit_verifies_clean_alone_and_in_the_boot_transaction(tmp_path):
     text = unit_text(
         "/usr/bin/python3",
         _arguments(torch_label="torch 2.13.0 CPU, stand-in", verify_device="cpu", gpu_required=False),
-        SHA,
     )
     for units in ([str(tmp_path / UNIT_NAME)], ["multi-user.target"]):
         done = _verify(tmp_path, text, *units)
@@ -57,10 +54,10 @@ def test_the_unit_verifies_clean_alone_and_in_the_boot_transaction(tmp_path):
 
 def test_what_systemd_analyze_would_catch(tmp_path):
     """The validation can fail: an ordering cycle, and a command systemd cannot execute."""
-    text = unit_text("/usr/bin/python3", _arguments(), SHA)
+    text = unit_text("/usr/bin/python3", _arguments())
     cycle = text.replace("After=multi-user.target", "After=multi-user.target\nBefore=multi-user.target")
     assert "Found ordering cycle" in _verify(tmp_path, cycle, "multi-user.target").stderr
-    missing = text.replace("ExecStart=/usr/bin/python3", "ExecStart=/nonexistent/python3")
+    missing = text.replace("ExecStart=/bin/sh", "ExecStart=/nonexistent/sh")
     done = _verify(tmp_path, missing, str(tmp_path / UNIT_NAME))
     assert done.returncode != 0 and "is not executable" in done.stderr
 
@@ -97,27 +94,31 @@ def test_the_command_is_the_verification_stages_question_once_per_boot():
     # verify's own parser takes every argument: one it does not know would fail the unit at every boot.
     parsed = build_parser("boot-check").parse_args(arguments)
     assert parsed.metrics_dir == Path("/var/lib/prometheus/node-exporter") and parsed.torch_label.startswith("torch")
-    line = exec_start("/usr/bin/python3", arguments)
-    assert '--torch-label "torch 2.13.0 CPU, stand-in"' in line  # systemd's quoting: one word
-    assert exec_start("/usr/bin/python3", ["a%b$c"]).endswith('"a%%b$$c"')  # specifiers and variables escaped
+    # systemd's quoting: /bin/sh -c and the verifier's command as one word, its specifiers and variables escaped.
+    script = verifier_command(*arguments, python="/usr/bin/python3", pinned=False, prefix="rocm-fleet boot check:")
+    assert _systemd_words(exec_start("/usr/bin/python3", arguments)) == ["/bin/sh", "-c", script]
+    assert "'torch 2.13.0 CPU, stand-in'" in script
+    assert "'a%%b$$c'" in exec_start("/usr/bin/python3", ["a%b$c"])  # escaped for systemd, quoted for sh
 
 
-def test_the_unit_runs_nothing_unless_the_verifier_is_the_one_the_deploy_installed(tmp_path):
-    """ExecStartPre, as systemd would split it, run by the real sh and sha256sum against a file standing in for
-    /var/lib/rocm-fleet/verify.pyz: the file the deploy installed passes; a changed (or stale) one fails the unit
-    with one line, so ExecStart never runs it."""
-    verifier = tmp_path / "verify.pyz"
-    verifier.write_bytes(b"the verifier this checkout built")
-    installed = hashlib.sha256(verifier.read_bytes()).hexdigest()
-    text = unit_text("/usr/bin/python3", _arguments(), installed)
-    [line] = [line for line in text.splitlines() if line.startswith("ExecStartPre=")]
-    command = [word.replace(REMOTE_VERIFIER, str(verifier)) for word in shlex.split(line.removeprefix("ExecStartPre="))]
-    assert command[:2] == ["/bin/sh", "-c"]
-    assert subprocess.run(command, capture_output=True, text=True).returncode == 0
-    verifier.write_bytes(b"another verifier")
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 1
-    assert done.stderr.splitlines() == [
-        f"rocm-fleet boot check: {verifier} is not the verifier the last deploy "
-        f"installed (sha256 {installed[:12]}...): deploy again"
-    ]
+def _systemd_words(line: str) -> list[str]:
+    """ExecStart's words as systemd splits them (double quotes, backslash escapes), its %% and $$ unescaped."""
+    return [word.replace("%%", "%").replace("$$", "$") for word in shlex.split(line)]
+
+
+def test_the_unit_runs_nothing_unless_the_launcher_is_the_one_the_deploy_installed(tmp_path):
+    """ExecStart, as systemd splits it, run by the real sh against a directory standing in for the verifier's: none
+    there, or a launcher of another checkout's, fails the unit with one line in the journal, and runs nothing."""
+    top = tmp_path / "verifier"
+    words = [word.replace(TOP, str(top)) for word in _systemd_words(exec_start("/usr/bin/python3", ["boot-check"]))]
+    assert words[:2] == ["/bin/sh", "-c"]
+    done = subprocess.run(words, capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (
+        3,
+        not_installed_line("rocm-fleet boot check:").replace(TOP, str(top)) + "\n",
+    )
+    top.mkdir()
+    (top / "launcher.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    done = subprocess.run(words, capture_output=True, text=True)
+    assert (done.returncode, done.stderr) == (3, stale_line("rocm-fleet boot check:").replace(TOP, str(top)) + "\n")
+    assert not (tmp_path / "ran").exists()

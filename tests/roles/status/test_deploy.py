@@ -2,9 +2,9 @@
 
 The task runs once per `pyinfra INVENTORY tasks/status.py`; pyinfra compiles the project's modules from source on
 every run (its CLI sets sys.dont_write_bytecode), so each module the task imports is paid for each time. Reading and
-judging kept reports and writing the summary needs the report reader, its schema and the release data — not the ELF
-reader, dpkg's database, the checks, or the verification stage's upload of the verifier. (The task itself, over SSH:
-tests/tasks/test_status_fleet.py; its cost against pyinfra's floor: bench/status_scale.py.)"""
+judging kept reports and writing the summary needs the report reader, its schema, the release data and the command
+that runs the installed verifier's launcher — not the ELF reader, dpkg's database or the checks. (The task itself, over
+SSH: tests/tasks/test_status_fleet.py; its cost against pyinfra's floor: bench/status_scale.py.)"""
 
 from __future__ import annotations
 
@@ -32,20 +32,18 @@ render_markdown([outcome], title="t", generated_at="now"), render_html([outcome]
 print(json.dumps({"verdict": row.verdict, "modules": sorted(sys.modules)}))
 """
 NOT_NEEDED = (
-    "elftools",
+    "elftools.",  # the ELF reader (its package's own __init__ is empty: roles/verifier.py finds its files by it)
     "verify.ld",
     "verify.debian",
     "verify.checks",
     "verify.commands",
     "verify.system",
-    "roles.verifier",
-    "roles.uploads",
     "roles.verification.deploy",
     "roles.verification.report_history",
 )
 
 
-def test_the_status_task_loads_no_elf_reader_no_dpkg_reader_no_checks_and_no_upload():
+def test_the_status_task_loads_no_elf_reader_no_dpkg_reader_and_no_checks():
     report = report_of("ws1", "pass", at="2026-12-01T17:00:00Z")
     done = subprocess.run(
         [sys.executable, "-c", RUN, json.dumps(report.to_json())], capture_output=True, text=True, cwd=REPO, timeout=120

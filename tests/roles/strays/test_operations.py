@@ -24,20 +24,25 @@ def test_cases_exist():
     assert len(CASES) >= 6
 
 
-def test_a_stale_verifier_waits_for_the_upload_when_planning_and_fails_the_host_when_it_runs():
-    """The fact says "stale" (not this checkout's verifier, see test_facts): while planning, the operation decides
-    after the upload; running — after the upload — the file must be ours, so the host fails with one line."""
+def test_a_verifier_that_cannot_run_waits_for_the_install_when_planning_and_fails_the_host_when_it_runs():
+    """The fact says null (this checkout's verifier is not installed, or would not run: see test_facts): while
+    planning, the operation decides after the install; running — after the install — it must run, so the host fails
+    with one line."""
     from pyinfra.context import ctx_host, ctx_state
 
-    from roles.verifier import stale_line
+    from roles.verifier import LAUNCHER
     from tests.support.operation_cases import OutputHost, render
 
-    for executing, expected in ((False, []), (True, [f"fail: strays: {stale_line()}"])):
-        host = OutputHost({"DistroRocmStrays": ['"stale"']})
+    failed = (
+        f"fail: strays: the verifier this run installed did not run (python3 -I -S {LAUNCHER} --check says why) — "
+        "run the deploy again"
+    )
+    for executing, expected in ((False, []), (True, [failed])):
+        host = OutputHost({"DistroRocmStrays": ["null"]})
         host.state.is_executing = executing
         with ctx_state.use(host.state), ctx_host.use(host):
             commands = [render(command) for command in stray_packages._inner(policy="remove")]
         assert commands == expected
         assert host.noops == (
-            [] if executing else ["stray distro ROCm packages: read when this runs, after the verifier is uploaded"]
+            [] if executing else ["stray distro ROCm packages: read when this runs, after the verifier is installed"]
         )

@@ -1,7 +1,7 @@
 """roles/verification/deploy.py and tasks/verify.py: real pyinfra runs of the verification stage.
 
 The host is this machine through pyinfra's @local connector, with the real torch-cpu venv as the workstation's venv,
-inside a private mount namespace whose /var/lib is an overlay on a tmpfs: the verifier upload lands there and
+inside a private mount namespace whose /var/lib is an overlay on a tmpfs: the verifier's install lands there and
 vanishes with the namespace, and the test can see exactly what the run changed on the host. A second inventory host
 points at a closed loopback port (unreachable). Needs root (mount namespaces).
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import socket
@@ -23,7 +22,7 @@ import pytest
 from roles.settings import check_data
 from roles.verification.deploy import remote_command
 from roles.verification.request import check_arguments, question_for
-from roles.verifier import STALE_EXIT, stale_line, verifier_command
+from roles.verifier import REFUSED, not_installed_line, verifier_command, version
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
 
@@ -67,9 +66,10 @@ def frozen_checkout(workdir: Path) -> Path:
     return checkout
 
 
-def run_isolated(runs: list[list[str]], workdir: Path) -> tuple[list[tuple[int, str, str]], list[str]]:
+def run_isolated(runs: list[list[str]], workdir: Path) -> tuple[list[tuple[int, str, str]], list[str], str]:
     """Run each pyinfra argv (from a frozen checkout) in one private mount namespace with /var/lib overlaid on a
-    tmpfs; return each run's (exit code, stdout, stderr) and the paths the runs created or changed under /var/lib."""
+    tmpfs; return each run's (exit code, stdout, stderr), the paths the runs created or changed under /var/lib, and
+    the installed verifier's MANIFEST."""
     checkout = frozen_checkout(workdir)
     scratch = Path(tempfile.mkdtemp(prefix="verify-ns-", dir=workdir))
     lines = [
@@ -83,6 +83,7 @@ def run_isolated(runs: list[list[str]], workdir: Path) -> tuple[list[tuple[int, 
         out = workdir / f"run{index}"
         lines.append(f"{shlex.join(argv)} > {out}.out 2> {out}.err; echo $? > {out}.rc")
     lines.append(f"(cd {scratch}/upper && find . -mindepth 1 | sort) > {workdir}/changed")
+    lines.append(f"cat {scratch}/upper/rocm-fleet/verifier/current/MANIFEST > {workdir}/manifest 2>/dev/null")
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines)],
         cwd=checkout,
@@ -98,7 +99,8 @@ def run_isolated(runs: list[list[str]], workdir: Path) -> tuple[list[tuple[int, 
         results.append(
             (int(Path(f"{out}.rc").read_text()), Path(f"{out}.out").read_text(), Path(f"{out}.err").read_text())
         )
-    return results, (workdir / "changed").read_text().split()
+    manifest = workdir / "manifest"
+    return results, (workdir / "changed").read_text().split(), manifest.read_text() if manifest.exists() else ""
 
 
 def tree_state(top: Path) -> dict[str, tuple[int, int]]:
@@ -114,7 +116,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     reports = tmp_path / "reports"
     inventory = write_inventory(tmp_path / "inventory.py", venv, reports)
     before = tree_state(venv)
-    (first, second, dry), changed = run_isolated(
+    (first, second, dry), changed, manifest = run_isolated(
         [
             [str(PYINFRA), str(inventory), "tasks/verify.py", "-y"],
             [str(PYINFRA), str(inventory), "tasks/verify.py", "-y"],
@@ -156,25 +158,25 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
     assert [e["verdict"] for e in history["@local"]] == ["FAIL", "FAIL"]
     assert [e["verdict"] for e in history["ws-down"]] == ["UNREACHABLE", "UNREACHABLE"]
 
-    # Nothing changed on the host but the uploaded verifier (with the upload's sha256 record beside it,
-    # roles/uploads.py), its modules' compiled code (verify/bytecode_cache.py) and the report it keeps (no
-    # node_exporter directory here, so no metrics file): not elsewhere under /var/lib, not in the venv.
-    compiled = [path for path in changed if path.startswith("./rocm-fleet/bytecode/")]
-    assert compiled and all(
-        re.fullmatch(r"\./rocm-fleet/bytecode/(verify|elftools)[.\w]*\.cpython-\d+\.[-0-9a-f]+", path)
-        for path in compiled
-    ), compiled
-    assert [path for path in changed if path not in compiled] == [
+    # Nothing changed on the host but the installed verifier (this checkout's version, every file of it in its
+    # MANIFEST) and the report it keeps (no node_exporter directory here, so no metrics file): not elsewhere under
+    # /var/lib, not in the venv.
+    installed = f"./rocm-fleet/verifier/{version()}"
+    files = {path for path in changed if path.startswith(installed + "/")}
+    listed = {f"{installed}/{line[66:]}" for line in manifest.splitlines()}
+    assert files - listed == {f"{installed}/MANIFEST"} | {path.rsplit("/", 1)[0] for path in listed}
+    assert {path for path in changed if not path.startswith(installed + "/")} == {
         "./rocm-fleet",
-        "./rocm-fleet/.rocm-fleet-sha256",
-        "./rocm-fleet/bytecode",
         "./rocm-fleet/last-verify.json",
-        "./rocm-fleet/verify.pyz",
-    ]
+        "./rocm-fleet/verifier",
+        "./rocm-fleet/verifier/current",
+        "./rocm-fleet/verifier/launcher.py",
+        installed,
+    }
     assert tree_state(venv) == before
 
-    # Second run: the verifier upload changes nothing (its directory, root's 755 already, is not even planned: read
-    # ahead, roles/verifier.py); only running the check and judging it execute. (Text output:
+    # Second run: the verifier's install changes nothing (what it asks the host was read ahead, roles/verifier.py);
+    # only running the check and judging it execute. (Text output:
     # with every reachable host failed, pyinfra 3.10 stops with "No hosts remaining!" before printing --json results.)
     code, out, err = second
     assert code == 1, err
@@ -185,9 +187,7 @@ def test_verify_task_reports_fails_the_host_with_one_line_and_summarises_the_fle
             operation = line[len("--> Starting operation: ") :].strip()
         elif operation and line.strip().startswith("[@local]"):
             outcome.setdefault(operation, line.split("]", 1)[1].strip())
-    uploads = {name: result for name, result in outcome.items() if "Upload the verifier" in name}
-    assert list(uploads) == ["Verify | Upload the verifier | Upload /var/lib/rocm-fleet/verify.pyz"], outcome
-    assert set(uploads.values()) == {"No changes"}, outcome
+    assert outcome["Verify | Install the verifier"] == "No changes", outcome
 
     # --dry plans (and exits 1 for the unreachable host) but writes no summary.
     code, out, err = dry
@@ -206,18 +206,19 @@ def test_the_remote_command_always_reports_the_hosts_name_and_the_verifiers_exit
     assert command.startswith(
         'echo rocm-fleet-verify-host="$(uname -n)"; ' + verifier_command(*check_arguments(settings()))
     )
-    assert "python3 -I -S /var/lib/rocm-fleet/verify.pyz check --venv /opt/rocm-fleet/venv " in command
-    assert command.endswith(f"(exit {STALE_EXIT}); fi; echo rocm-fleet-verify-exit=$?")
+    launcher = f"python3 -I -S /var/lib/rocm-fleet/verifier/launcher.py --version {version()} "
+    assert launcher + "check --venv /opt/rocm-fleet/venv " in command
+    assert command.endswith(f"(exit {REFUSED}); fi; echo rocm-fleet-verify-exit=$?")
     host_line = f"rocm-fleet-verify-host={os.uname().nodename}"
     done = subprocess.run(
-        ["sh", "-c", command.replace("python3 -I ", "false ", 1).replace("sha256sum --check --status", "true", 1)],
+        ["sh", "-c", command.replace("python3 -I -S ", "false ", 1).replace("sha256sum --check --status", "true", 1)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0
     assert done.stdout.splitlines() == [host_line, "rocm-fleet-verify-exit=1"]
     # A verifier that is not this checkout's (here: none at all) is not run, and that is the exit status reported;
-    # the sha256 check writes nothing on stdout, which the controller reads strictly (reports.py).
+    # the launcher's check writes nothing on stdout, which the controller reads strictly (reports.py).
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
-    assert done.stdout.splitlines() == [host_line, f"rocm-fleet-verify-exit={STALE_EXIT}"]
-    assert done.stderr.strip() == stale_line()
+    assert done.stdout.splitlines() == [host_line, f"rocm-fleet-verify-exit={REFUSED}"]
+    assert done.stderr.strip() == not_installed_line()

@@ -1,48 +1,46 @@
 """`verify apt-hook`: what apt's output gets after a dpkg run, and that the hook never fails apt.
 
-The hook runs as apt runs it: this machine's bare /usr/bin/python3 (no pyelftools, no pyinfra) with `-I` on the file
-verify/commands/apt_hook.py of an unpacked, byte-compiled copy of the real verify.pyz (roles/verifier.py builds it;
-roles/apt_hook makes the same copy on a host). It checks stand-in workstation images (`--root`,
+The hook runs as apt runs it: this machine's bare /usr/bin/python3 (no pyelftools, no pyinfra) with `-I -S` on the
+launcher of this checkout's verifier, installed as on a host (tests/support/installed_verifier.py: the host's own
+install script, roles/verifier.py). It checks stand-in workstation images (`--root`,
 tests/support/drift_images.py: gcc-built STAND-INS for the torch ROCm wheel and ROCm, real Debian dpkg data) and keeps
 its results in a scratch --state-dir.
 """
 
 from __future__ import annotations
 
-import compileall
-import io
 import json
-import shutil
+import os
 import signal
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from roles.verifier import zipapp_bytes
 from tests.support.drift_images import Workstation
+from tests.support.installed_verifier import install, version
 
 REPO = Path(__file__).resolve().parents[3]
 PYTHON = "/usr/bin/python3"
 PREFIX = "rocm-fleet apt hook:"
 VENV = "/opt/rocm-fleet/venv"
 
-pytestmark = pytest.mark.skipif(not Path(PYTHON).exists(), reason="needs the system's python3")
+pytestmark = [
+    pytest.mark.skipif(not Path(PYTHON).exists(), reason="needs the system's python3"),
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the installed verifier is root's only"),
+]
 
 
 @pytest.fixture(scope="module")
 def copy(tmp_path_factory) -> Path:
-    """The hook's copy of the verifier: verify.pyz unpacked and compiled, as roles/apt_hook makes it on a host."""
-    target = tmp_path_factory.mktemp("hook") / "verifier"
-    zipfile.ZipFile(io.BytesIO(zipapp_bytes())).extractall(target)
-    assert compileall.compile_dir(target, quiet=1)
-    return target
+    """The installed verifier (its directory: launcher.py, the version, current), as the deploy installs it."""
+    return install(tmp_path_factory.mktemp("hook") / "verifier")
 
 
-def entry(copy: Path) -> Path:
-    return copy / "verify" / "commands" / "apt_hook.py"
+def entry(copy: Path) -> list[str]:
+    return [str(copy / "launcher.py"), "apt-hook"]
 
 
 def hook(
@@ -52,7 +50,8 @@ def hook(
         [
             python,
             "-I",
-            str(entry(copy)),
+            "-S",
+            *entry(copy),
             "--venv",
             VENV,
             "--expect-rocm",
@@ -129,9 +128,10 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         [
             PYTHON,
             "-I",
+            "-S",
             "-X",
             "importtime",
-            str(entry(copy)),
+            *entry(copy),
             "--venv",
             VENV,
             "--expect-rocm",
@@ -153,18 +153,6 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
     assert "verify.checks.registry" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
     assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
     assert done.returncode == imported.returncode == 0
-
-
-def _damaged_copy(copy: Path, tmp_path: Path, how: str) -> Path:
-    broken = tmp_path / "broken"
-    shutil.copytree(copy, broken)
-    if how == "module raises":
-        (broken / "verify" / "checks" / "registry.py").write_text("raise RuntimeError('disk error while reading')\n")
-        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
-    else:
-        (broken / "verify" / "checks" / "registry.py").unlink()
-        shutil.rmtree(broken / "verify" / "checks" / "__pycache__")
-    return broken
 
 
 @pytest.mark.parametrize(
@@ -220,19 +208,15 @@ def test_the_time_limit_holds_even_if_apt_started_the_hook_with_sigalrm_blocked(
     ]
 
 
-@pytest.mark.parametrize(
-    "how, expected",
-    [
-        ("module raises", "RuntimeError: disk error while reading"),
-        ("module deleted", "ModuleNotFoundError: No module named 'verify.checks.registry'"),
-    ],
-)
-def test_a_damaged_verifier_copy_prints_one_line_and_exits_0(copy, workstation, tmp_path, how, expected):
-    broken = _damaged_copy(copy, tmp_path, how)
-    assert lines(hook(broken, workstation.root, tmp_path / "state")) == [
-        f"{PREFIX} no check this time ({expected}); apt is not affected — re-verify with: pyinfra INVENTORY "
-        "tasks/verify.py"
-    ]
+def test_a_damaged_verifier_is_refused_by_its_launcher_in_one_line_and_exit_0(workstation, tmp_path):
+    """The launcher holds the installed version to its rule first (tests/roles/test_verifier.py has every way it can
+    break): apt's output gets one line, and apt's exit status is untouched."""
+    broken = install(tmp_path / "verifier")
+    (broken / version() / "verify" / "checks" / "registry.py").unlink()
+    done = hook(broken, workstation.root, tmp_path / "state")
+    assert (done.returncode, done.stdout) == (0, "")
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"{PREFIX} not run - ") and "holds other files than its MANIFEST lists" in line
 
 
 def test_an_unreadable_state_file_is_named_and_replaced(copy, workstation, tmp_path):
@@ -353,16 +337,20 @@ def test_the_cli_subcommand_is_the_same_hook(workstation, tmp_path):
 
 
 def test_the_hooks_spelled_out_defaults_agree_with_the_verifiers():
-    """apt_hook.py imports nothing from the verifier outside its guard, so it spells these out: they must not drift."""
+    """apt_hook.py imports nothing from the verifier outside its guard, and the launcher (which runs it) nothing of
+    it, so they spell these out: they must not drift."""
     import argparse
 
-    from verify.commands.apt_hook import DEFAULT_STATE_DIR, QUESTION, add_arguments
+    from verify.commands.apt_hook import DEFAULT_STATE_DIR, PREFIX, QUESTION, add_arguments
+    from verify.commands.boot_check import PREFIX as BOOT_PREFIX
     from verify.commands.check import register as register_check
-    from verify.report.hook_state import DEFAULT_DIR
+    from verify.launcher import PREFIXES
     from verify.question import Question
+    from verify.report.hook_state import DEFAULT_DIR
     from verify.report.kept_files import KEPT, STATE_ROOT
 
     assert DEFAULT_STATE_DIR == DEFAULT_DIR
+    assert PREFIXES == {"apt-hook": PREFIX, "boot-check": BOOT_PREFIX}
     # The hook's metrics are made from the results kept beside its state directory: the status task reads the same.
     assert f"{STATE_ROOT}/{KEPT['apt_hook']}" == f"{DEFAULT_DIR}/last.json"
     hook_parser = argparse.ArgumentParser()

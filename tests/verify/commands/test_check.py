@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from roles.verifier import zipapp_bytes
 from tests.support.hostile_files import fifo_readers, plant
+from tests.support.installed_verifier import install
 from tests.support.standin_rocm import SITE, VENV, StandinImage
 from tests.support.venvs import REPO
 from tests.support.verify_runs import cached_check, torch_cpu_venv
@@ -85,18 +85,22 @@ def test_a_failed_check_exits_1():
 
 
 @pytest.mark.slow
-def test_the_zipapp_runs_the_same_checks_with_the_systems_bare_python3(tmp_path):
-    """What a host runs: verify.pyz (roles/verifier.py builds it) with Debian's /usr/bin/python3, which has no
-    pyelftools — the archive carries it, the report schema and the runtime probe's source."""
+@pytest.mark.root
+def test_the_installed_verifier_runs_the_same_checks_with_the_systems_bare_python3(tmp_path):
+    """What a host runs: the installed verifier (roles/verifier.py) through its launcher, with Debian's
+    /usr/bin/python3, which has no pyelftools — the version carries it, the report schema and the probe's source."""
     python3 = "/usr/bin/python3"
     if subprocess.run([python3, "-c", "import elftools"], capture_output=True).returncode == 0:
-        pytest.skip("/usr/bin/python3 has pyelftools installed: it would not prove the archive carries it")
-    archive = tmp_path / "verify.pyz"
-    archive.write_bytes(zipapp_bytes())
+        pytest.skip("/usr/bin/python3 has pyelftools installed: it would not prove the version carries it")
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the verifier is root's only")
+    top = install(tmp_path / "verifier")
     done = subprocess.run(
         [
             python3,
-            str(archive),
+            "-I",
+            "-S",
+            str(top / "launcher.py"),
             "check",
             "--venv",
             str(torch_cpu_venv()),

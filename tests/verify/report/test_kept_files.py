@@ -1,12 +1,11 @@
 """verify/report/kept_files.py: reading what a host keeps as hostile input, and replacing a kept file in one step.
 
-Real files in a scratch root: regular files, a symlink, a FIFO, a directory, a file too large. (The status task's
-program — this module and verify/safe_read.py sent to a host's bare python3 — is run in tests/roles/status/.)
+Real files in a scratch root: regular files, a symlink, a FIFO, a directory, a file too large, read by `verify kept`
+(the status task's question; through the installed verifier on a host: tests/roles/status/test_facts.py).
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import socket
@@ -18,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.status.facts import KEPT_READER_SOURCES
-from verify.report.kept_files import KEPT, json_text, read_kept_files, replace_file
+from verify.report.kept_files import KEPT, read_kept_files, replace_file
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -57,9 +55,10 @@ def test_a_symlink_a_fifo_a_directory_and_a_huge_file_are_reported_never_followe
     done = subprocess.run(
         [
             sys.executable,
-            "-I",
-            "-c",
-            "import sys; from verify.report.kept_files import main; sys.exit(main(sys.argv[1:]))",
+            "-m",
+            "verify",
+            "kept",
+            "--state-root",
             str(root),
         ],
         capture_output=True,
@@ -80,20 +79,6 @@ def test_a_symlink_a_fifo_a_directory_and_a_huge_file_are_reported_never_followe
     (root / "last-verify.json").write_bytes(b"x" * 101)
     too_large = read_kept_files(str(root), limit=100)["files"]["verification"]["error"]
     assert too_large == f"{root}/last-verify.json: 101 bytes, more than the 100 bytes any real one has"
-
-
-def test_the_reader_imports_only_the_standard_library():
-    """It is sent to hosts as source, with verify/safe_read.py: nothing else of the verifier may be needed."""
-    names = [name for name, _ in KEPT_READER_SOURCES]
-    assert names == ["verify.safe_read", "verify.report.kept_files"]
-    for name, source in KEPT_READER_SOURCES:
-        tree = ast.parse(source)
-        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        ours = {module for module in imported if module.split(".")[0] == "verify"}
-        assert ours <= set(names[: names.index(name)]), (name, ours)  # only what is sent before it
-        others = {module.split(".")[0] for module in imported - ours}
-        assert others <= set(sys.stdlib_module_names) | {"__future__"}, (name, others)
 
 
 def test_replace_file_writes_whole_files_readable_by_others_and_leaves_nothing_behind(tmp_path):
@@ -124,30 +109,3 @@ def test_replace_file_never_writes_through_a_symlink(tmp_path):
     with pytest.raises(OSError):
         replace_file(str(tmp_path / "linked"), "rocm_fleet.prom", "a 1\n")
     assert list((tmp_path / "elsewhere-dir").iterdir()) == []
-
-
-def test_json_text_is_json_dumps_text_for_hostile_text_and_every_plain_type():
-    """The status program prints with json_text (no json import on the host): byte for byte what json.dumps gives,
-    for text a kept file can hold (every escape, non-ASCII, astral and lone surrogates — a host name from uname(2) is
-    decoded with surrogateescape), numbers at the edges and nesting."""
-    text = "".join(chr(c) for c in range(0, 0x800)) + '\U0001f600\udc80\ud800"\\\u2028\u2029\x7f'
-    values = [
-        {
-            "hostname": "ws\udcff1",
-            "now": 1796248478.7284958,
-            "files": {
-                "verification": {"path": "/var/lib/rocm-fleet/last-verify.json", "text": text},
-                "apt_hook": {"path": "/x", "missing": True},
-                "boot_check": {"path": "/y", "error": "/y: a FIFO"},
-            },
-        },
-        [0, -1, 2**70, -0.0, 1e300, 5e-324, 0.1, float("nan"), float("inf"), float("-inf"), True, False, None],
-        {"": [], "a": {}, "b": [[{"c": ()}]]},
-        "",
-    ]
-    for value in values:
-        assert json_text(value) == json.dumps(value)
-    assert json.loads(json_text(values[0])) == values[0]  # and it reads back
-    for bad in ({1: "x"}, {"x": object()}, {"x": b"bytes"}):
-        with pytest.raises(TypeError):
-            json_text(bad)

@@ -1,10 +1,11 @@
 """verify/stack/rocm_release.py and releases/*.json: what a ROCm release is, as data — and that adding a release is
-adding its file: the inventory, the colliding-packages stage and the verifier (from the checkout and from the zipapp)
-pick a new one up with no change to the code."""
+adding its file: the inventory, the colliding-packages stage and the verifier (from the checkout, and installed as a
+host has it) pick a new one up with no change to the code."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -16,9 +17,9 @@ from roles.colliding_packages.data import colliding_packages
 from roles.colliding_packages.model import find_collisions
 from roles.debian.packages import InstalledPackage
 from roles.settings import check_data
-from roles.verifier import zipapp_bytes
 from tests.support.drift_images import Workstation
 from tests.support.extra_release import extra_release
+from tests.support.installed_verifier import install
 from tests.support.venvs import REPO
 from verify.stack.bnb_library import release_tag
 from verify.stack.rocm_release import UnknownRelease, known_releases, rocm_release
@@ -132,15 +133,16 @@ def test_a_new_release_file_is_picked_up_everywhere_without_code_changes(release
     rocminfo = {"rocminfo": InstalledPackage("rocminfo", "5.2.3-2", "ii ")}
     assert [c.amd_version for c in find_collisions(rocminfo, "70204")] == ["1.0.0.70204"]
     assert find_collisions(rocminfo, "70205") == () and colliding_packages("70205")[0].amd_component_version == "9.9.9"
-    # The verifier, from this checkout and from the zipapp a host gets, judges against its file.
+    # The verifier, from this checkout and installed as a host has it (root's only: run as root), judges against it.
     image = Workstation.provisioned(tmp_path / "ws")
     image.distro_rocm_smi()  # librocm-smi64-1 ships librocm_smi64.so.1: a SONAME of 7.2.4's, not of this 7.2.5's
     checkout = [sys.executable, "-m", "verify"]
     assert _strays(checkout, image.root, "7.2.4")["librocm-smi64-1"] == ["librocm_smi64.so.1"]
     assert _strays(checkout, image.root, "7.2.5")["librocm-smi64-1"] == []
-    archive = tmp_path / "verify.pyz"
-    archive.write_bytes(zipapp_bytes())
-    host_python = ["/usr/bin/python3", "-I", str(archive)]
+    if os.geteuid() != 0:
+        return
+    top = install(tmp_path / "verifier")
+    host_python = ["/usr/bin/python3", "-I", "-S", str(top / "launcher.py")]
     assert _strays(host_python, image.root, "7.2.5")["librocm-smi64-1"] == []
     done = subprocess.run(
         [
