@@ -4,8 +4,8 @@ the same run.
     sudo .venv/bin/python bench/reverify.py [--fleet NAME] [--rounds N]
 
 On a local fleet whose hosts have their venv (`pyinfra INVENTORY tasks/venv.py`), times, round after round:
-  (a) `pyinfra INVENTORY tasks/verify.py -y` — the re-verification: the verifier's install check, `verify check` on every
-      host in parallel (static checks, versions, strays, the runtime probe and NF4 on the CPU), reports, summary;
+  (a) `pyinfra INVENTORY tasks/verify.py -y` — the re-verification: the verifier's install check, `verify check` on
+      every host in parallel (static checks, versions, strays, the runtime probe and NF4 on the CPU), reports, summary;
   (b) `pyinfra INVENTORY exec -y -- true` — pyinfra's own cost: start, connect to every host, run one command;
   (c) the verifier's check on one host alone, timed inside it (the stage's own command: the installed verifier's
       `check … --device cpu` through its launcher) — the work

@@ -118,7 +118,10 @@ def not_installed_line(prefix: str = "rocm-fleet:") -> str:
 
 
 def stale_line(prefix: str = "rocm-fleet:") -> str:
-    return f"{prefix} not run - {LAUNCHER} is not the launcher this checkout installs: run the deploy (or tasks/verify.py) again"
+    return (
+        f"{prefix} not run - {LAUNCHER} is not the launcher this checkout installs: run the deploy (or "
+        "tasks/verify.py) again"
+    )
 
 
 def verifier_command(*arguments: str, python: str = "python3", pinned: bool = True, prefix: str = "rocm-fleet:") -> str:

@@ -5,11 +5,11 @@ report, as /var/lib/rocm-fleet/last-verify.json (read back by the status task), 
 when `node_exporter_textfile_dir` is set and exists. The checks only read files and run the venv's python (with -B, so
 not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv another account owns: the
 verifier runs as root, the code in the venv is its owner's. It runs this checkout's installed version, held to its
-rule first (`verifier_command`; a refusal prints nothing on stdout, which `reports.py` reads strictly). On the controller
-it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A host passes only on a report
-that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose verdict is "fail" is failed with
-the report's one-line reason, a host whose output proves nothing with one line saying what was wrong. pyinfra then
-runs nothing more on it and exits 1.
+rule first (`verifier_command`; a refusal prints nothing on stdout, which `reports.py` reads strictly). On the
+controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A host passes only
+on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose verdict is "fail" is
+failed with the report's one-line reason, a host whose output proves nothing with one line saying what was wrong.
+pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
