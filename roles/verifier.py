@@ -268,10 +268,11 @@ def verifier_installed(lock_timeout: int = 300):
     token = _token()
     partial = f"{TOP}/.upload.{token}"
     yield f"mkdir -p {TOP} && chown root:root {STATE_ROOT} {TOP} && chmod 755 {STATE_ROOT} {TOP}"
-    yield from private_upload_commands(
-        [(Upload(posixpath.basename(partial), hashlib.sha256(archive()).hexdigest(), archive()), partial)], token
-    )
-    yield under_host_lock(install_script(partial, token), lock_timeout, LOCK_WHAT)
+    upload = Upload(posixpath.basename(partial), hashlib.sha256(archive()).hexdigest(), archive())
+    yield from private_upload_commands([(upload, partial)], token)
+    # A run that cannot have the lock (or fails on the way) takes its archive away with it.
+    locked = under_host_lock(install_script(partial, token), lock_timeout, LOCK_WHAT)
+    yield f"{locked} || {{ rm -f {shlex.quote(partial)}; false; }}"
 
 
 def install_reads() -> list[run_reads.Ask]:

@@ -71,6 +71,8 @@ def kept_fleet(tmp_path_factory, venv_image):
         assert first.returncode == 1 and "[ws1] ws1: verification failed — linkage.static:" in first.log, (
             first.explain()
         )
-        strays = deploy(fleet.inventory, "tasks/strays.py", limit="ws2,ws3")
-        assert strays.returncode == 0, strays.explain()
+        strays = deploy(fleet.inventory, "tasks/strays.py", limit="ws[23]")
+        assert strays.returncode == 0 and strays.changed_operations == ["Strays | Install the verifier"], (
+            strays.explain()
+        )
         yield KeptFleet(fleet, reports, first)
