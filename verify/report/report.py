@@ -113,6 +113,9 @@ class Nf4Run:
     status: str
     roundtrip_mean_abs_error: float | None
     gpu_pass: bool = False
+    # The 4-bit matmul paths (None in a report written before they were measured):
+    fused_rows: str | None = None  # the M values bitsandbytes' fused kernel ran at, "1–8"; "": none (a CPU)
+    kernel_error_of_bound: float | None = None  # the worst kernel error as a share of its bound (< 1 passes)
 
 
 @dataclass(frozen=True)
