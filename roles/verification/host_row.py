@@ -168,16 +168,23 @@ def _number(value, digits: int) -> str | None:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else None
 
 
+def _fused(run) -> str:
+    """ ", fused M 1–8": the rows bitsandbytes' fused kernel ran at on a GPU (the path of one-token decoding)."""
+    return f", fused M {run.fused_rows}" if run.fused_rows else ""
+
+
 def _nf4(report: Report) -> str:
+    """ "cuda:0 0.0727, fused M 1–8" per device: the round trip's error, and where the fused kernel was exercised."""
     runs = report.facts.nf4
     if not runs:
         return "not run"
     return _per_device(
         runs,
         lambda run: (
-            f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}{'' if run.status == PASS else ' ✗'}"
+            f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}{_fused(run)}"
+            f"{'' if run.status == PASS else ' ✗'}"
         ),
-        ", ",
+        "; " if any(run.fused_rows for run in runs) else ", ",
     )
 
 
