@@ -5,10 +5,11 @@ the same checks of another revision (default: main), measured in the same run, i
 
 Each side is run as the verifier runs it on a host with `--device cpu --model synthetic`: `VENV/bin/python -B -` fed
 verify/checks/runtime_probe.py on stdin with runtime.probe_arguments("cpu"), then verify/checks/model_probe.py with
-model.probe_arguments("cpu") — fresh processes, wall time from outside (interpreter start and imports included),
-the caller's environment without OMP_NUM_THREADS (the model probe sets one thread itself). The base revision's probe
-sources come from `git show REV:…` at run time. Rounds alternate which side goes first; the ratio printed is
-new / base of the medians, and of the best times. The target (issue 24): at most 1.30.
+model.probe_arguments("cpu") — fresh processes, wall time from outside (interpreter start and imports included) and
+the CPU time the processes used (user + system, from the kernel's accounting of children: on a shared machine the
+steadier of the two), the caller's environment without OMP_NUM_THREADS (the model probe sets one thread itself). The
+base revision's probe sources come from `git show REV:…` at run time. Rounds alternate which side goes first; the
+ratios printed are new / base of the medians, and of the best times. The target (issue 24): at most 1.30.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,8 +43,15 @@ def sources(revision: str | None) -> tuple[str, str]:
     )
 
 
-def run_once(python: Path, source: str, arguments: list[str]) -> tuple[float, dict]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(python: Path, source: str, arguments: list[str]) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds, the probe's report) of one fresh probe process."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "OMP_NUM_THREADS")}
+    cpu = _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(
         [str(python), "-B", "-", *arguments], input=source, capture_output=True, text=True, env=env, cwd="/"
@@ -51,17 +60,24 @@ def run_once(python: Path, source: str, arguments: list[str]) -> tuple[float, di
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         sys.exit(f"the probe produced no report:\n{done.stderr[-3000:]}")
-    return wall, json.loads(lines[-1])
+    return wall, _children_cpu() - cpu, json.loads(lines[-1])
 
 
 def both(python: Path, pair: tuple[str, str]) -> dict[str, float]:
     runtime_source, model_source = pair
-    runtime_wall, report = run_once(python, runtime_source, runtime.probe_arguments("cpu"))
+    runtime_wall, runtime_cpu, report = run_once(python, runtime_source, runtime.probe_arguments("cpu"))
     nf4_ok = all(not run.get("errors") for run in report.get("nf4") or [])
-    model_wall, found = run_once(python, model_source, model.probe_arguments("cpu"))
+    model_wall, model_cpu, found = run_once(python, model_source, model.probe_arguments("cpu"))
     if not nf4_ok or found.get("errors") or any(d.get("errors") for d in found.get("devices") or []):
         sys.exit("a probe reported errors: the timing would not be of the checks")
-    return {"runtime": runtime_wall, "model": model_wall, "total": runtime_wall + model_wall}
+    return {
+        "runtime": runtime_wall,
+        "model": model_wall,
+        "total": runtime_wall + model_wall,
+        "runtime CPU": runtime_cpu,
+        "model CPU": model_cpu,
+        "total CPU": runtime_cpu + model_cpu,
+    }
 
 
 def main() -> int:
@@ -78,8 +94,8 @@ def main() -> int:
     sides = {"base": sources(args.base), "new": sources(None)}
     times: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
     print(f"base: {args.base}; new: the working tree; {args.rounds} rounds, alternating which side goes first")
-    print("| round | side | runtime probe s | model probe s | total s |")
-    print("|---|---|---|---|---|")
+    print("| round | side | runtime probe s | model probe s | total s | total CPU s |")
+    print("|---|---|---|---|---|---|")
     for number in range(args.rounds):
         order = ("base", "new") if number % 2 == 0 else ("new", "base")
         for side in order:
@@ -87,10 +103,10 @@ def main() -> int:
             times[side].append(measured)
             print(
                 f"| {number + 1} | {side} | {measured['runtime']:.2f} | {measured['model']:.2f} | "
-                f"{measured['total']:.2f} |",
+                f"{measured['total']:.2f} | {measured['total CPU']:.2f} |",
                 flush=True,
             )
-    for part in ("runtime", "model", "total"):
+    for part in ("runtime", "model", "total", "runtime CPU", "model CPU", "total CPU"):
         base = [t[part] for t in times["base"]]
         new = [t[part] for t in times["new"]]
         print(

@@ -239,7 +239,8 @@ def _judge_generation(measurement: Mapping[str, Any], synthetic: bool, compared:
     if "continuation_top1" in measurement:
         cosine, top1 = _number(measurement, "continuation_cosine"), _number(measurement, "continuation_top1")
         if cosine is None or top1 is None:
-            if compared and not errors:
+            # Not finite step logits (said above) have no cosine either.
+            if compared and not errors and measurement.get("decode_finite") is not False:
                 problems.append("the generated tokens were not compared with the 16-bit reference")
         else:
             if cosine < CONTINUATION_COSINE_LOW:

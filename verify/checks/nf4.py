@@ -236,9 +236,12 @@ def paths_summary(paths: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _asked(summary: Mapping[str, Any]) -> str:
+    """ ", asked of _gemm_4bit_use_custom_rocm on gfx1100", and what could not be asked."""
     dispatch = summary["dispatch"]
     asked = dispatch.get("asked")
-    return f", asked of {asked.rsplit('.', 1)[-1]} on {dispatch.get('arch')}" if asked else ""
+    text = f", asked of {asked.rsplit('.', 1)[-1]} on {dispatch.get('arch')}" if asked else ""
+    problems = dispatch.get("problems") or []
+    return text + (f" ({problems[0]})" if problems else "")
 
 
 def paths_text(summary: Mapping[str, Any]) -> str:

@@ -369,7 +369,7 @@ class Dispatch:
             return UNKNOWN
 
 
-def _finite(torch, value):
+def _finite(value):
     """A float for the report, or None when it is NaN or infinite (JSON has neither)."""
     value = float(value)
     return value if value == value and value not in (float("inf"), float("-inf")) else None
@@ -478,8 +478,8 @@ def _run_group(torch, bnb, device, dispatch, api, weight, inputs, dtype, double,
                 "k": weight.shape[1],
                 "m": rows,
                 "path": dispatch.path(dtype, rows, weight.shape[1], packed()),
-                "kernel_error": _finite(torch, ((got - reference).abs() / scale).max()),
-                "quantization_error": _finite(torch, (got - exact).norm() / exact.norm().clamp_min(1e-30)),
+                "kernel_error": _finite(((got - reference).abs() / scale).max()),
+                "quantization_error": _finite((got - exact).norm() / exact.norm().clamp_min(1e-30)),
             }
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -173,3 +174,76 @@ def test_the_gpu_paths_are_reported_as_the_dispatch_answered_through_a_mocked_gp
     assert ", asked of _gemm_4bit_use_custom_rocm on gfx1100;" in nf4.paths_text(summary)
     planned = {"dispatch": paths["dispatch"], "cases": [], "errors": {"setup": "x"}, "planned": paths["cases"]}
     assert nf4.paths_summary(planned)["paths"] == "fused kernel M 1–8 (K 256); dequantize+linear M 1–64"
+
+
+def _probe_namespace() -> dict:
+    namespace = {"__name__": "runtime_probe"}
+    exec(compile(PROBE.read_text(), "runtime_probe.py", "exec"), namespace)
+    return namespace
+
+
+def _mocked_torch(hip: str | None):
+    """MOCK of the few torch attributes Dispatch reads on a GPU (no GPU and no GPU torch here)."""
+    import types
+
+    return types.SimpleNamespace(
+        _C=types.SimpleNamespace(_dispatch_has_kernel_for_dispatch_key=lambda op, key: key == "CUDA"),
+        version=types.SimpleNamespace(hip=hip),
+        cuda=types.SimpleNamespace(get_device_capability=lambda index: (9, 0)),
+    )
+
+
+def test_the_probe_asks_the_dispatch_after_its_guards_and_reports_what_it_cannot_ask(monkeypatch):
+    """MOCKED dispatch module (a stand-in for bitsandbytes.backends.cuda.ops, which needs a GPU build): the probe's
+    Dispatch asks `_gemm_4bit_use_custom_fn` only where the op's kernel does (M within its cap, K a multiple of the
+    blocksize); a chooser that raises, or a module without it, gives "unknown" paths and a problem, never a crash."""
+    import sys
+    import types
+
+    probe = _probe_namespace()
+    asked = []
+
+    def use_custom(index, dtype, rows, outer, inner):
+        asked.append((index, dtype, rows, outer, inner))
+        return rows <= 8
+
+    ops = types.ModuleType("bitsandbytes.backends.cuda.ops")
+    ops._gemm_4bit_use_custom_fn = use_custom
+    ops._gemm_4bit_custom_max_m = 16
+    ops._rocm_gfx_arch = lambda index: "gfx1100"
+    monkeypatch.setitem(sys.modules, "bitsandbytes.backends.cuda.ops", ops)
+    dispatch = probe["Dispatch"](_mocked_torch("7.2.53211"), "cuda:1")
+    assert [dispatch.path("fp16", m, k, False) for m, k in ((8, 256), (9, 256), (64, 256), (1, 288))] == [
+        "fused",
+        "dequantize+linear",
+        "dequantize+linear",
+        "dequantize+linear",
+    ]
+    assert asked == [(1, "fp16", 8, 256, 256), (1, "fp16", 9, 256, 256)]  # not past the cap, not at K 288
+    assert dispatch.facts["asked"] == "bitsandbytes.backends.cuda.ops.use_custom"
+    assert (dispatch.facts["backend"], dispatch.facts["arch"], dispatch.problems) == ("rocm", "gfx1100", [])
+
+    ops._gemm_4bit_use_custom_fn = lambda *args: 1 / 0
+    broken = probe["Dispatch"](_mocked_torch(None), "cuda:0")
+    assert broken.path("bf16", 1, 256, False) == broken.path("bf16", 2, 256, False) == "unknown"
+    assert broken.facts["arch"] == "sm_90"
+    assert broken.problems == ["bitsandbytes.backends.cuda.ops.<lambda>: ZeroDivisionError: division by zero"]
+
+    del ops._gemm_4bit_use_custom_fn
+    missing = probe["Dispatch"](_mocked_torch("7.2.53211"), "cuda:0")
+    assert missing.path("fp16", 1, 256, False) == "unknown"
+    assert missing.problems == ["bitsandbytes.backends.cuda.ops has no _gemm_4bit_use_custom_fn: the paths are unknown"]
+    summary = nf4.paths_summary(
+        {"dispatch": missing.facts, "cases": [], "planned": [{"m": 1, "k": 256, "path": "unknown"}]}
+    )
+    assert summary["paths"] == "path unknown M 1 (K 256)"
+
+
+def test_the_kernel_bound_sits_far_above_every_measured_correct_kernel():
+    """docs/verification-gpu-kernels.md, read back: the worst kernel error measured (the probe's path, and the fused
+    SIMT kernel's arithmetic emulated) in unit roundoffs, against KERNEL_BOUND_UNITS."""
+    text = (PROBE.parents[2] / "docs" / "verification-gpu-kernels.md").read_text()
+    section = text[text.index("### The kernel bound") : text.index("### The quantization bound")]
+    rows = [line for line in section.splitlines() if re.match(r"\| \d+ x \d+", line)]
+    measured = [float(v) for line in rows for v in re.findall(r"([0-9.]+) u\b", line)]
+    assert measured and max(measured) < nf4.KERNEL_BOUND_UNITS / 10
