@@ -341,8 +341,9 @@ def test_synthetic_model_on_a_gpu_through_a_mocked_gpu_boundary():
     check = _only(judge_model(_mocked_gpu_run(20 * 2**30, want), want), "model.cuda0")
     assert check.status == PASS, check.reason
     assert check.evidence["gpu_pass"] is True and check.evidence["dtype"] == "float16"
-    assert check.evidence["peak_memory_reference"] == 100 * 2**20 + 1
-    assert check.evidence["peak_memory_4bit"] == 100 * 2**20 + 2
+    # The 4-bit model is measured first (the reference is then teacher-forced on its generated tokens).
+    assert check.evidence["peak_memory_4bit"] == 100 * 2**20 + 1
+    assert check.evidence["peak_memory_reference"] == 100 * 2**20 + 2
     assert check.reason.startswith("synthetic Llama 4x512 in 4-bit on cuda:0 (gfx1100): footprint 0.304 of fp16")
     assert "peak 100.0 MiB" in check.reason and "not a GPU pass" not in check.reason
     assert model_bounds.COSINE_LOW < check.evidence["logits_cosine"] < model_bounds.COSINE_HIGH
