@@ -5,9 +5,9 @@
 With the real torch 2.13.0 (CPU), bitsandbytes 0.50.1 and the pinned Transformers (the test venv
 `torch-cpu-transformers`, built on first use), it measures, on the CPU:
   (a) synthetic models of several shapes x N seeds x both 16-bit dtypes (bfloat16, the CPU's; float16, a GPU's), all
-      in one venv process (the probe's own functions, loaded from verify/checks/model_probe.py): footprint ratio against the
-      band model_bounds derives from the parameter split, logits cosine and top-1 agreement with the 16-bit reference,
-      identical greedy generations;
+      in one venv process (the probe's own functions, loaded from verify/checks/model_probe.py): footprint ratio against
+      the band model_bounds derives from the parameter split, logits cosine and top-1 agreement with the 16-bit
+      reference, identical greedy generations;
   (b) the default synthetic check with injected faults, each a fresh probe process as the verifier starts it, with a
       stand-in from tests/support/standins/ on PYTHONPATH: a quantizer that does nothing, a dequantizer that reads NF4
       codes with the FP4 table, a subtle one (each block's scale from the next block), and the control (the same

@@ -148,8 +148,8 @@ __all__ = [
     "PACKAGE_DIR",
     "BOOT_CHECK_STATE_DIR",
     "KEPT_LABELS",
-    "KEPT_READER_SOURCES",
-    "KEPT_STATE_ROOT",
+    "KEPT_READER_SOURCES",  # noqa: F822 — served by __getattr__
+    "KEPT_STATE_ROOT",  # noqa: F822 — served by __getattr__
     "METRICS_DEFAULT_DIR",
     "Analyser",
     "Block",

@@ -1,9 +1,9 @@
 """Reading what `verify check --json` printed on a host, judging it, and keeping it on the controller as
 reports/<host>.json.
 
-Pure (roles/verification/report_history.py keeps what it accepts). The remote command prints three things on stdout, in this order:
-a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON report,
-and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
+Pure (roles/verification/report_history.py keeps what it accepts). The remote command prints three things on stdout, in
+this order: a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON
+report, and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
 succeeds and the judging happens here, with the report in hand.
 
 A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that

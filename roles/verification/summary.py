@@ -1,4 +1,5 @@
-"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per host.
+"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per
+host.
 
 Pure: takes the hosts' outcomes and returns groups, counts and Markdown text (each host's row is host_row.py, the
 HTML page summary_html.py). Read top down, a summary says:

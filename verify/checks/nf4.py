@@ -125,8 +125,8 @@ def check_nf4(probe: Mapping[str, Any]) -> list[CheckResult]:
                 title,
                 PASS,
                 f"NF4 on {label}: round-trip |err| {run['roundtrip_mean_abs_error']:.4f}, "
-                f"matmul_4bit |err| {run['matmul_mean_abs_error']:.4f}, Linear4bit cosine {run['linear4bit_cosine']:.4f}, "
-                f"{total_ms:.0f} ms{memory_text}{cpu_note}",
+                f"matmul_4bit |err| {run['matmul_mean_abs_error']:.4f}, Linear4bit cosine "
+                f"{run['linear4bit_cosine']:.4f}, {total_ms:.0f} ms{memory_text}{cpu_note}",
                 evidence,
             )
         )

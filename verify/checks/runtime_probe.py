@@ -12,7 +12,8 @@ Steps, each recorded even when an earlier one failed:
 2. `import bitsandbytes`: the native library object's class — bitsandbytes swallows a load failure and installs a
    mock (`ErrorHandlerMockBNBNativeLibrary`) — the file it loaded, or the load error it kept;
 3. the files mapped in this process (/proc/self/maps) right after the imports, and again after the NF4 runs;
-4. NF4 on each device meant for work: quantize/dequantize, matmul_4bit, a Linear4bit layer against its float layer, with timings
+4. NF4 on each device meant for work: quantize/dequantize, matmul_4bit, a Linear4bit layer against its float layer, with
+timings
    and peak GPU memory.
 
 Output: one JSON document on the *original* stdout; everything else (library chatter) is sent to stderr.
@@ -184,7 +185,7 @@ def _timed(torch, device, timings, name, func):
 
 
 def nf4_smoke(torch, bnb, device, size, blocksize, seed):
-    """NF4 kernels on one device. Inputs are made on the CPU from a fixed seed, so every device gets the same numbers."""
+    """NF4 kernels on one device. Inputs are made on the CPU from a fixed seed: every device gets the same numbers."""
     import bitsandbytes.functional as F
 
     on_gpu = device.startswith("cuda")
