@@ -62,7 +62,11 @@ class WheelhouseServer:
         """Start it and wait until it listens; None, or why it could not (one line)."""
         self.process = subprocess.Popen(
             [sys.executable, "-I", str(SERVER_SCRIPT), self.root, self.address, str(self.port)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd="/",
         )
         first = self.process.stdout.readline().strip()
         if not first.startswith(wheelhouse_server.READY):
@@ -152,8 +156,10 @@ def servers_of(state) -> RunServers:
 
 def serve_failure_line(host_name: str, serve: tuple[str, str, int], why: str) -> str:
     root, address, port = serve
-    return (f"{host_name}: wheelhouse_serve {address}:{port}: the controller cannot serve {root} there ({why}) — "
-            "choose a free port on an address of this machine the hosts reach, or set wheelhouse_serve: None")
+    return (
+        f"{host_name}: wheelhouse_serve {address}:{port}: the controller cannot serve {root} there ({why}) — "
+        "choose a free port on an address of this machine the hosts reach, or set wheelhouse_serve: None"
+    )
 
 
 def _serve(state, host, serve: tuple[str, str, int]) -> bool:
@@ -172,28 +178,33 @@ def serve_command(serve: tuple[str, str, int]) -> FunctionCommand:
 def hash_mismatch_line(find_links: str, wheel: str = "WHEEL") -> str:
     """The one line of a host whose server sent a wheel with another sha256 (`wheel`: pip's "name==version from
     URL"; the shell fills it in)."""
-    return (f"rocm-fleet: {wheel} does not have the sha256 the controller computed: nothing installed — the server "
-            f"behind {find_links} does not serve the wheelhouse of this controller (give it the same files, or use "
-            "another wheelhouse_url)")
+    return (
+        f"rocm-fleet: {wheel} does not have the sha256 the controller computed: nothing installed — the server "
+        f"behind {find_links} does not serve the wheelhouse of this controller (give it the same files, or use "
+        "another wheelhouse_url)"
+    )
 
 
 def pull_install(pip: str, find_links: str, requirements: str) -> str:
     """The shell command (for the venv's owner) that installs `requirements` from `find_links` only, each wheel with
     its hash, and fails with one line: pip's own output goes to a private file, of which the reason is taken."""
-    install = (f"{pip} --no-index --find-links {shlex.quote(find_links)} --require-hashes --no-cache-dir "
-               f"--retries 2 --timeout 60 -r {shlex.quote(requirements)}")
+    install = (
+        f"{pip} --no-index --find-links {shlex.quote(find_links)} --require-hashes --no-cache-dir "
+        f"--retries 2 --timeout 60 -r {shlex.quote(requirements)}"
+    )
     unreachable = f"rocm-fleet: pip could not install from {find_links}: "
     head, _, tail = hash_mismatch_line(find_links).partition("WHEEL")
     mismatch_head, mismatch_tail = shlex.quote(head), shlex.quote(tail)
     return (
-        'log=$(mktemp) || exit 1; '
+        "log=$(mktemp) || exit 1; "
         f'{install} >"$log" 2>&1; status=$?; '
-        'if [ $status -ne 0 ]; then '
+        "if [ $status -ne 0 ]; then "
         '  if grep -q "DO NOT MATCH THE HASHES" "$log"; then '
-        '    wheel=$(grep -m 1 -E "^    [^ ]+ from " "$log" | sed -e "s/^ *//" -e "s/:$//" -e "s/ (from -r .*//" | cut -c 1-300); '
+        '    wheel=$(grep -m 1 -E "^    [^ ]+ from " "$log" '
+        '| sed -e "s/^ *//" -e "s/:$//" -e "s/ (from -r .*//" | cut -c 1-300); '
         f'    echo {mismatch_head}"$wheel"{mismatch_tail} >&2; '
-        '  else '
+        "  else "
         f'    echo {shlex.quote(unreachable)}"$(grep "^ERROR:" "$log" | tail -n 1 | cut -c 8-400)" >&2; '
-        '  fi; '
+        "  fi; "
         'fi; rm -f "$log"; exit $status'
     )

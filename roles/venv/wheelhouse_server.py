@@ -53,8 +53,11 @@ def wheel_names(root: Path, set_name: str) -> frozenset[str]:
         return frozenset()
     if not isinstance(files, dict):
         return frozenset()
-    return frozenset(name for name in files if isinstance(name, str) and name.endswith(".whl") and "/" not in name
-                     and not name.startswith("."))
+    return frozenset(
+        name
+        for name in files
+        if isinstance(name, str) and name.endswith(".whl") and "/" not in name and not name.startswith(".")
+    )
 
 
 def flat_wheel_names(directory: Path) -> frozenset[str]:
@@ -63,8 +66,11 @@ def flat_wheel_names(directory: Path) -> frozenset[str]:
         entries = list(os.scandir(directory))
     except OSError:
         return frozenset()
-    return frozenset(entry.name for entry in entries if entry.name.endswith(".whl") and not entry.name.startswith(".")
-                     and entry.is_file(follow_symlinks=False))
+    return frozenset(
+        entry.name
+        for entry in entries
+        if entry.name.endswith(".whl") and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -97,7 +103,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_index(self, set_name: str, names: frozenset[str], body: bool) -> None:
         links = "".join(f'<a href="{quote(name)}">{html.escape(name)}</a><br>\n' for name in sorted(names))
-        page = f"<!DOCTYPE html>\n<html><head><title>{html.escape(set_name)}</title></head><body>\n{links}</body></html>\n"
+        page = (
+            f"<!DOCTYPE html>\n<html><head><title>{html.escape(set_name)}</title></head><body>\n{links}</body></html>\n"
+        )
         data = page.encode()
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/html; charset=utf-8")

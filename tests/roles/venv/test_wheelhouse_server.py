@@ -25,13 +25,16 @@ from roles.venv.wheelhouse_pull import WheelhouseServer
 from tests.support.dummy_wheel import WHEEL, dummy_wheel
 from tests.support.http_get import http_get
 
+
 def _complete_set(root: Path, name: str = "cp311-manylinux_2_36_x86_64") -> Path:
     directory = root / name
     directory.mkdir(parents=True)
     data = dummy_wheel(directory / WHEEL)
     stamp = {"recipe": {}, "files": {WHEEL: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}}
     (directory / STAMP).write_text(json.dumps(stamp))
-    (directory / "requirements.txt").write_text(f"rocm-fleet-dummy==1.0 --hash=sha256:{hashlib.sha256(data).hexdigest()}\n")
+    (directory / "requirements.txt").write_text(
+        f"rocm-fleet-dummy==1.0 --hash=sha256:{hashlib.sha256(data).hexdigest()}\n"
+    )
     return directory
 
 
@@ -69,12 +72,21 @@ def test_serves_nothing_else(served, tmp_path):
     incomplete = directory.parent / "cp312-manylinux_2_36_x86_64"
     incomplete.mkdir()
     (incomplete / WHEEL).write_bytes(b"no stamp: not a complete set")
-    for path in (f"/{directory.name}/{STAMP}", f"/{directory.name}/requirements.txt",
-                 f"/{directory.name}/notes.whl", f"/{directory.name}/..%2F..%2Fsecret", "/../secret", "/",
-                 f"/{incomplete.name}/", f"/{incomplete.name}/{WHEEL}", f"/{directory.name}/.partial-x/"):
+    for path in (
+        f"/{directory.name}/{STAMP}",
+        f"/{directory.name}/requirements.txt",
+        f"/{directory.name}/notes.whl",
+        f"/{directory.name}/..%2F..%2Fsecret",
+        "/../secret",
+        "/",
+        f"/{incomplete.name}/",
+        f"/{incomplete.name}/{WHEEL}",
+        f"/{directory.name}/.partial-x/",
+    ):
         assert _get(server, path)[0] == 404, path
-    request = urllib.request.Request(f"http://127.0.0.1:{server.port}/{directory.name}/{WHEEL}", data=b"x",
-                                     method="PUT")
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}/{directory.name}/{WHEEL}", data=b"x", method="PUT"
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 501
@@ -92,10 +104,26 @@ def test_pip_installs_from_it_with_find_links_and_require_hashes(served, tmp_pat
     server, directory = served
     target = tmp_path / "target"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-index",
-         "--no-cache-dir", "--find-links", f"http://127.0.0.1:{server.port}/{directory.name}/", "--require-hashes",
-         "-r", str(directory / "requirements.txt"), "--target", str(target)],
-        capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--isolated",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--no-cache-dir",
+            "--find-links",
+            f"http://127.0.0.1:{server.port}/{directory.name}/",
+            "--require-hashes",
+            "-r",
+            str(directory / "requirements.txt"),
+            "--target",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (target / "rocm_fleet_dummy" / "__init__.py").read_text() == "x = 1\n"
 
@@ -112,7 +140,11 @@ def test_it_stops_when_the_controller_process_dies(tmp_path):
     root = tmp_path / "wheelhouse"
     _complete_set(root)
     port = free_port()
-    controller = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    controller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import os, sys, time
         sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
         from roles.venv.wheelhouse_pull import WheelhouseServer
@@ -120,7 +152,11 @@ def test_it_stops_when_the_controller_process_dies(tmp_path):
         assert server.start() is None, server.failure
         print(server.process.pid, flush=True)
         time.sleep(600)
-        """)], stdout=subprocess.PIPE, text=True)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     server_pid = int(controller.stdout.readline())
     try:
         os.kill(controller.pid, signal.SIGKILL)
@@ -147,7 +183,17 @@ def test_split_address():
     assert split_address("127.0.0.1:8765") == ("127.0.0.1", 8765)
     assert split_address("[::1]:8765") == ("::1", 8765)
     assert split_address("controller.lab:80") == ("controller.lab", 80)
-    for bad in ("8765", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536", ":8765", "[::1:8765", "host:port", "[]:80",
-                "a b:80", "$(id):80"):
+    for bad in (
+        "8765",
+        "127.0.0.1:",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        ":8765",
+        "[::1:8765",
+        "host:port",
+        "[]:80",
+        "a b:80",
+        "$(id):80",
+    ):
         with pytest.raises(ValueError):
             split_address(bad)
