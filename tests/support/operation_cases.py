@@ -30,12 +30,14 @@ from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
 from roles.debian.apt_commands import with_dpkg_lock_timeout
-from roles.host_lock import LOCK_FILE, under_host_lock
+from roles.host_lock import LOCK_FILE, PRIVATE, under_host_lock
 from tests.support.pyinfra_ops import FakeHost
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
 _HOST_LOCK = re.compile(
-    r"^\( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > "
+    "^"
+    + re.escape(PRIVATE)
+    + r" && \( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > "
     + re.escape(LOCK_FILE)
     + r"; (.*) \) 9>> "
     + re.escape(LOCK_FILE)
