@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import shlex
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from pyinfra.api import FunctionCommand
 from pyinfra.api.state import BaseStateCallback
 
 from roles.run_memory import memory_of
+from roles.validators import is_loopback
 from roles.venv import wheelhouse_server
 
 SERVER_SCRIPT = Path(wheelhouse_server.__file__)
@@ -49,19 +51,37 @@ class PullSource:
         return f"{self.url}/{set_name}/"
 
 
+def fleet_addresses(state, listen_address: str) -> frozenset[str]:
+    """The addresses the run's hosts connect from, as this controller resolves their SSH names (ssh_hostname, else
+    the inventory name) — the server's allow-list. A server on a loopback address also serves this machine itself:
+    only local processes reach it there (a forward that wheelhouse_url names, or hosts that share this machine)."""
+    found: set[str] = set()
+    for host in state.inventory:
+        name = host.data.get("ssh_hostname") or host.name
+        try:
+            found.update(info[4][0] for info in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP))
+        except (OSError, UnicodeError):
+            continue  # a host the controller cannot resolve cannot be reached by SSH either: it installs nothing
+    if is_loopback(listen_address):
+        found.update(("127.0.0.1", "::1"))
+    return frozenset(found)
+
+
 class WheelhouseServer:
     """One server process (see the module docstring)."""
 
-    def __init__(self, root: str, address: str, port: int):
+    def __init__(self, root: str, address: str, port: int, allow: frozenset[str] | None = None):
         self.root, self.address, self.port = root, address, port
+        self.allow = allow
         self.process: subprocess.Popen | None = None
         self.failure: str | None = None
         self.served: str | None = None  # its last line: "served BYTES bytes in N files"
 
     def start(self) -> str | None:
         """Start it and wait until it listens; None, or why it could not (one line)."""
+        allow = ["--allow", ",".join(sorted(self.allow))] if self.allow is not None else []
         self.process = subprocess.Popen(
-            [sys.executable, "-I", str(SERVER_SCRIPT), self.root, self.address, str(self.port)],
+            [sys.executable, "-I", str(SERVER_SCRIPT), *allow, self.root, self.address, str(self.port)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -163,7 +183,7 @@ def serve_failure_line(host_name: str, serve: tuple[str, str, int], why: str) ->
 
 
 def _serve(state, host, serve: tuple[str, str, int]) -> bool:
-    server = servers_of(state).ensure(serve)
+    server = servers_of(state).ensure(serve, lambda: WheelhouseServer(*serve, fleet_addresses(state, serve[1])))
     if server.failure is not None:
         host.log_styled(serve_failure_line(host.name, serve, server.failure), fg="red", log_func=logger.error)
         return False

@@ -32,7 +32,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
 
 from roles.venv import wheelhouse_server
-from roles.venv.wheelhouse_pull import servers_of
+from roles.venv.wheelhouse_pull import fleet_addresses, servers_of
 
 SERVER_SOURCE = Path(wheelhouse_server.__file__).read_text()
 # The arguments that shape a command line (sudo, su, env, shell …), of those pyinfra gives a host's commands.
@@ -40,11 +40,15 @@ _WRAPPING = frozenset(inspect.signature(make_unix_command).parameters) & frozens
 START_TIMEOUT = 60  # seconds for the seed's server to say it listens (python3's start and a bind)
 
 
-def seed_server_command(directory: str, set_name: str, address: str, port: int) -> str:
-    """The shell command, on the seed, that serves the wheels of `directory` as `set_name` until its stdin closes."""
+def seed_server_command(
+    directory: str, set_name: str, address: str, port: int, allow: frozenset[str] | None = None
+) -> str:
+    """The shell command, on the seed, that serves the wheels of `directory` as `set_name` until its stdin closes
+    (with `allow`, to clients from those addresses only)."""
+    allowed = f"--allow {shlex.quote(','.join(sorted(allow)))} " if allow is not None else ""
     serve = (
-        f"python3 -I -c {shlex.quote(SERVER_SOURCE)} --flat {shlex.quote(directory)} {shlex.quote(set_name)} "
-        f"{shlex.quote(address)} {int(port)}"
+        f"python3 -I -c {shlex.quote(SERVER_SOURCE)} {allowed}--flat {shlex.quote(set_name)} "
+        f"{shlex.quote(directory)} {shlex.quote(address)} {int(port)}"
     )
     # nobody's own group, whatever the distribution calls it (nogroup on Debian and Ubuntu).
     as_nobody = f'setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --reset-env -- {serve}'
@@ -57,7 +61,7 @@ class SeedServer:
     def __init__(self, state, seed: str, address: str, port: int, directory: str, set_name: str):
         self.state, self.seed = state, seed
         self.label = f"wheelhouse_seed {seed} ({address}:{port})"  # in the run's log, with what it served
-        self.command = seed_server_command(directory, set_name, address, port)
+        self.command = seed_server_command(directory, set_name, address, port, fleet_addresses(state, address))
         self.channel = None
         self.out = None  # the channel's standard output, read through one buffer
         self.failure: str | None = None

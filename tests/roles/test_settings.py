@@ -243,7 +243,35 @@ def test_pull_mode_settings_pass_with_a_wheelhouse():
     )
     assert problems == ()
     assert (settings.wheelhouse_serve, settings.wheelhouse_url) == ("0.0.0.0:8765", "http://controller.lab:8765")
-    assert _problems({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765"}) == []
+    local = {"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765", "ssh_hostname": "127.0.0.1"}
+    assert _problems(local) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "refused"),
+    [
+        ({"wheelhouse_serve": "127.0.0.1:8765"}, True),  # ws-01 is not this machine: it cannot reach the loopback
+        ({"wheelhouse_serve": "[::1]:8765", "ssh_hostname": "ws-01.lab"}, True),
+        ({"wheelhouse_serve": "localhost:8765", "wheelhouse_url": "http://127.0.0.2:8765"}, True),  # not a forward
+        ({"wheelhouse_serve": "127.0.0.1:8765", "ssh_hostname": "127.0.0.1"}, False),  # a host on this machine
+        ({"wheelhouse_serve": "127.0.0.1:8765", "wheelhouse_url": "http://gateway.lab:9000"}, False),  # a forward
+        ({"wheelhouse_serve": "10.0.0.1:8765"}, False),
+    ],
+)
+def test_a_loopback_server_is_refused_for_hosts_that_cannot_reach_it(data, refused):
+    problems = _problems({"wheelhouse": "/srv/wheels", **data})
+    if not refused:
+        assert problems == []
+        return
+    address = data.get("ssh_hostname", "ws-01")
+    assert problems == [
+        (
+            "wheelhouse_serve",
+            f"{data['wheelhouse_serve']!r} is a loopback address of the controller, which ws-01 ({address}) cannot "
+            "reach: serve on an address of the controller that the hosts reach (e.g. '10.0.0.1:8765'), or set "
+            "wheelhouse_url to the forward that reaches this one",
+        )
+    ]
 
 
 def test_relay_mode_settings_pass_with_a_wheelhouse():
