@@ -18,9 +18,9 @@ The rounds are interleaved, so machine load hits every contender alike; caches a
 all of them. The analyser's process runs as the verifier's own entry points run a command (verify/oneshot.py:
 garbage collector off, frozen before exit), and what it does besides analysing is kept out of it: verify/ is
 byte-compiled first (with PYTHONDONTWRITEBYTECODE set, stale .pyc files would otherwise be recompiled in every timed
-run), and the child prints ldd's lines as plain text (importing json would be timed as if the analyser needed it). Also checks the
-analyser's lines equal ldd's on every file, so the speed is not bought with wrong answers. Exit status 0 when the
-lines match, the memory target is met and (a) meets its wall-time targets; CPU-time verdicts are printed for (a) and
+run), and the child prints ldd's lines as plain text (importing json would be timed as if the analyser needed it). Also
+checks the analyser's lines equal ldd's on every file, so the speed is not bought with wrong answers. Exit status 0 when
+the lines match, the memory target is met and (a) meets its wall-time targets; CPU-time verdicts are printed for (a) and
 (d) alike.
 """
 

@@ -45,8 +45,8 @@ LOGINS = {"root": "root", "admin": ADMIN_USER}
 def require_root() -> None:
     if os.geteuid() != 0:
         raise FleetError(
-            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots and "
-            "starts sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
+            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots "
+            "and starts sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
 
 
@@ -218,7 +218,8 @@ class Fleet:
         state = load_state(layout.fleet_dir(name))
         if state is None:
             raise FleetError(
-                f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name {name}`"
+                f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name "
+                f"{name}`"
             )
         return cls(layout, state)
 

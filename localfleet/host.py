@@ -87,7 +87,8 @@ class FleetHost:
     def apt_install(
         self, packages: Sequence[str], *, recommends: bool = True, update: bool = True, lock_timeout_s: int = 120
     ) -> subprocess.CompletedProcess:
-        """apt-get install from Debian's real archive inside the host (apt's defaults, Recommends included, unless told).
+        """apt-get install from Debian's real archive inside the host (apt's defaults, Recommends included, unless
+        told).
 
         Maintainer scripts cannot start daemons (the base's policy-rc.d forbids it). Returns apt-get install's result.
         """

@@ -1,4 +1,5 @@
-"""The verifier as one file on each host: build `verify.pyz` on the controller, upload it, run it with the host's python3.
+"""The verifier as one file on each host: build `verify.pyz` on the controller, upload it, run it with the host's
+python3.
 
 Shared by every stage that runs `verify/` on a host (strays, verification, the apt hook): call `upload_verifier()`
 first, then run `verifier_command(...)`. The archive holds `verify/` and pyelftools (pure Python), so the host needs

@@ -29,8 +29,10 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
     from verify.ld.elf import ElfError
     from verify.ld.lddview import ldd_lines, parse_ldd_output
     from verify.ld.process import Analyser
+    from verify.report import host_input
     from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
     from verify.report.drift import Drift, compare_reports
+    from verify.report.host_input import inert
     from verify.report.kept import LABELS as KEPT_LABELS
     from verify.report.kept import KeptResult, Unusable, kept_results, parse_time
     from verify.report.metrics import DEFAULT_DIR as METRICS_DEFAULT_DIR
@@ -81,6 +83,8 @@ _WHERE: dict[str, tuple[str, str | None]] = {
     "BOOT_CHECK_STATE_DIR": ("verify.report.boot_state", "DEFAULT_DIR"),
     "Drift": ("verify.report.drift", "Drift"),
     "compare_reports": ("verify.report.drift", "compare_reports"),
+    "host_input": ("verify.report.host_input", None),
+    "inert": ("verify.report.host_input", "inert"),
     "KEPT_LABELS": ("verify.report.kept", "LABELS"),
     **{name: ("verify.report.kept", name) for name in ("KeptResult", "Unusable", "kept_results", "parse_time")},
     "KEPT_STATE_ROOT": ("verify.report.kept_files", "STATE_ROOT"),
@@ -141,6 +145,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "host_input",
+    "inert",
     "FAIL",
     "PASS",
     "RERUN_FIX",
@@ -148,8 +154,8 @@ __all__ = [
     "PACKAGE_DIR",
     "BOOT_CHECK_STATE_DIR",
     "KEPT_LABELS",
-    "KEPT_READER_SOURCES",
-    "KEPT_STATE_ROOT",
+    "KEPT_READER_SOURCES",  # noqa: F822 — served by __getattr__
+    "KEPT_STATE_ROOT",  # noqa: F822 — served by __getattr__
     "METRICS_DEFAULT_DIR",
     "Analyser",
     "Block",

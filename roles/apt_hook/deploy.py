@@ -1,4 +1,4 @@
-"""The apt hook stage as a pyinfra deploy: upload the verifier, then install (or, `apt_hook: False`, remove) the hook."""
+"""The apt hook stage as a pyinfra deploy: upload the verifier, then install (or, `apt_hook: False`, remove) it."""
 
 from __future__ import annotations
 

@@ -150,7 +150,8 @@ def copy_verifier_command(python: str, sha256: str) -> str:
             f"rm -rf {WORK_PREFIX}*",
             f"work=$(mktemp -d {WORK_PREFIX}XXXXXXXX)",
             f'cp {REMOTE_VERIFIER} "$work/verify.pyz"',
-            f"{{ echo \"{sha256}  $work/verify.pyz\" | sha256sum --check --status || {{ echo '{mismatch}' >&2; false; }}; }}",
+            f'{{ echo "{sha256}  $work/verify.pyz" | sha256sum --check --status '
+            f"|| {{ echo '{mismatch}' >&2; false; }}; }}",
             f'{python} -I -m zipfile -e "$work/verify.pyz" "$work/copy"',
             f'{python} -I -m compileall -q -d {VERIFIER_COPY} "$work/copy" > /dev/null',
             f'echo {sha256} > "$work/copy/{STAMP_NAME}"',

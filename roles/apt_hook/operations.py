@@ -46,7 +46,8 @@ def apt_hook(
     """The apt hook that re-checks linkage and strays after every dpkg run: installed for this venv and release, with
     a copy of the verifier `verifier_sha256` (the sha256 of the uploaded verify.pyz) whose files match its manifest,
     and run once when either changed to record its baseline (with `metrics_dir`, each run also rewrites node_exporter's
-    rocm_fleet.prom there); or, with present=False, its configuration, verifier copy and results removed. Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
+    rocm_fleet.prom there); or, with present=False, its configuration, verifier copy and results removed. Changes run
+    under the host lock, waiting up to `lock_timeout` seconds for another run."""
     files = run_reads.ask(AptHookFiles)
     if not present:
         if not files.anything:

@@ -15,13 +15,12 @@ status row then says so. The command never exits non-zero, so it never fails the
 from __future__ import annotations
 
 import base64
-import json
 import shlex
 import zlib
 
 from pyinfra.api import FactBase
 
-from verify.api import KEPT_READER_SOURCES
+from verify.api import KEPT_READER_SOURCES, host_input
 
 _PACKED = tuple(
     (name, base64.b64encode(zlib.compress(source.encode("utf-8"), 9)).decode("ascii"))
@@ -51,10 +50,13 @@ class KeptResults(FactBase):
         lines = [line for line in output if line.strip()]
         text = "\n".join(lines)
         try:
-            answer = json.loads(text)
-        except ValueError:
+            # Strict JSON; its strings are made inert where they are used (verify/report/kept.py).
+            answer = host_input.loads(text, inert_strings=False)
+        except ValueError as error:
+            if text.lstrip().startswith(("{", "[")):
+                return {"error": f"its answer is not one JSON document ({error})"[:MAX_ERROR]}
             answer = None
         if isinstance(answer, dict):
             return answer
-        last = lines[-1].strip() if lines else "no output"
+        last = host_input.inert(lines[-1].strip()) if lines else "no output"
         return {"error": last[:MAX_ERROR]}

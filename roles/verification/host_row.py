@@ -291,7 +291,7 @@ def _findings(outcome: HostOutcome) -> tuple[Finding, ...]:
         found[finding.key] = Finding(finding.status, finding.text, finding.check, sources)
 
     reports = ([(None, outcome.report)] if outcome.report is not None else []) + [
-        (l.label, l.report) for l in outcome.later
+        (later.label, later.report) for later in outcome.later
     ]
     for label, report in reports:
         for check in report.problems:
@@ -323,7 +323,7 @@ def _checks(outcome: HostOutcome) -> tuple[tuple[str, str], ...]:
     """(check id, status) over the report and the later results: a later result's status counts when it is worse."""
     severity = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
     statuses: dict[str, str] = {}
-    reports = ([outcome.report] if outcome.report is not None else []) + [l.report for l in outcome.later]
+    reports = ([outcome.report] if outcome.report is not None else []) + [later.report for later in outcome.later]
     for report in reports:
         for check in report.checks:
             now = statuses.get(check.id)
