@@ -423,7 +423,7 @@ def run(args, result, workdir, device_factory=choose_devices):
     import transformers
 
     # Transformers imports lazily: touch what the probe uses, so that the import time is counted here.
-    _ = (transformers.LlamaForCausalLM, transformers.AutoModelForCausalLM, transformers.BitsAndBytesConfig)
+    _ = transformers.LlamaForCausalLM, transformers.AutoModelForCausalLM, transformers.BitsAndBytesConfig
     result["import_ms"] = round((time.perf_counter() - start) * 1000.0, 3)
     versions(result, torch, transformers, bnb)
     model_info = {"source": "synthetic" if args.path is None else "path"}
