@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.checks import model, runtime  # noqa: E402
+from verify.api import model_probe_arguments, runtime_probe_arguments  # noqa: E402
 
 PROBES = ("verify/checks/runtime_probe.py", "verify/checks/model_probe.py")
 
@@ -65,9 +65,9 @@ def run_once(python: Path, source: str, arguments: list[str]) -> tuple[float, fl
 
 def both(python: Path, pair: tuple[str, str]) -> dict[str, float]:
     runtime_source, model_source = pair
-    runtime_wall, runtime_cpu, report = run_once(python, runtime_source, runtime.probe_arguments("cpu"))
+    runtime_wall, runtime_cpu, report = run_once(python, runtime_source, runtime_probe_arguments("cpu"))
     nf4_ok = all(not run.get("errors") for run in report.get("nf4") or [])
-    model_wall, model_cpu, found = run_once(python, model_source, model.probe_arguments("cpu"))
+    model_wall, model_cpu, found = run_once(python, model_source, model_probe_arguments("cpu"))
     if not nf4_ok or found.get("errors") or any(d.get("errors") for d in found.get("devices") or []):
         sys.exit("a probe reported errors: the timing would not be of the checks")
     return {

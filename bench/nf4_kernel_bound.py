@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from verify.checks import nf4  # noqa: E402
+from verify.api import nf4  # noqa: E402
 
 PROBE = REPO / "verify" / "checks" / "runtime_probe.py"
 STANDINS = REPO / "tests" / "support" / "standins"

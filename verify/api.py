@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time they come from _WHERE
-    from verify.checks import model_bounds
+    from verify.checks import model_bounds, nf4
     from verify.checks.apt import pin_text
     from verify.checks.model import probe_arguments as model_probe_arguments
     from verify.checks.model import probe_source as model_probe_source
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
 # name → (module, its name there); None: the module itself.
 _WHERE: dict[str, tuple[str, str | None]] = {
     "model_bounds": ("verify.checks.model_bounds", None),
+    "nf4": ("verify.checks.nf4", None),
     "pin_text": ("verify.checks.apt", "pin_text"),
     "model_probe_arguments": ("verify.checks.model", "probe_arguments"),
     "model_probe_source": ("verify.checks.model", "probe_source"),
@@ -191,6 +192,7 @@ __all__ = [
     "model_probe_arguments",
     "model_probe_source",
     "newest",
+    "nf4",
     "parse_dpkg_query_lines",
     "parse_ldd_output",
     "parse_preferences",
