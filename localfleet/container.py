@@ -67,6 +67,15 @@ class PortTaken(FleetError):
     """The host's sshd could not bind its port (something else took it)."""
 
 
+def require_nspawn() -> None:
+    """Booted hosts need systemd-nspawn on the controller (and the cgroup v2 hierarchy: cgroups.hierarchies)."""
+    if shutil.which("systemd-nspawn", path=CLEAN_ENV["PATH"]) is None:
+        raise FleetError(
+            "systemd-nspawn is not installed on the controller, and booted hosts run under it — "
+            "apt-get install systemd-container (bin/bootstrap does), or bring the fleet up without --boot"
+        )
+
+
 def machine_name(key: str, host: str) -> str:
     """nspawn's name for the container: unique on the machine (it names nspawn's files in /run/systemd/nspawn)."""
     return f"lf-{key}-{host}"

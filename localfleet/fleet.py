@@ -29,7 +29,7 @@ from pathlib import Path
 
 from . import container
 from .base import ADMIN_USER, ensure_base, overlay_base
-from .cgroups import FleetCgroups
+from .cgroups import FleetCgroups, hierarchies
 from .commands import run
 from .errors import FleetError
 from .host import FleetHost
@@ -140,6 +140,9 @@ class Fleet:
             raise FleetError(f"ports {list(ports)}: give one port per host ({n}), or none to have free ones picked")
         if login not in LOGINS:
             raise FleetError(f"login {login!r}: use one of {sorted(LOGINS)}")
+        if boot:
+            container.require_nspawn()
+            hierarchies()
         layout = Layout.default(cache)
         name = check_name("fleet", name or f"t{os.getpid()}-{secrets.token_hex(3)}")
         sweep_abandoned(layout, skip=name)
@@ -263,12 +266,12 @@ class Fleet:
             )
         self._save(self._state.with_host(replace(host, port=port)))
         log.info(
-            "fleet %r: %s booted in %.1f s, listens on %s:%d",
+            "fleet %r: %s listens on %s:%d (booted in %.1f s)",
             self.name,
             host.name,
-            time.monotonic() - started,
             LOOPBACK,
             port,
+            time.monotonic() - started,
         )
 
     @cached_property

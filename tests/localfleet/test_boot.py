@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 import localfleet.fleet as fleet_module
-from localfleet import Fleet, FleetError
+from localfleet import Fleet, FleetError, container
 from localfleet.cgroups import fleet_key, hierarchies
-from localfleet.container import stop_containers
 from localfleet.layout import REPO, Layout
 from localfleet.ports import free_port
 from localfleet.release import release_tree
@@ -164,6 +163,13 @@ def test_a_lock_holder_left_running_is_stopped_by_the_teardown(fleet):
     assert lock.holding()
 
 
+def test_without_systemd_nspawn_up_boot_says_what_to_install_before_anything_is_made(monkeypatch, tmp_path):
+    monkeypatch.setattr(container.shutil, "which", lambda name, path=None: None)
+    with pytest.raises(FleetError, match=r"systemd-nspawn is not installed .* apt-get install systemd-container"):
+        Fleet.up(n=1, boot=True, cache=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_chroot_host_cannot_reboot():
     with Fleet.up(n=1) as chroots:
         with pytest.raises(FleetError, match="ws1 is a chroot, which cannot reboot — bring the fleet up with booted"):
@@ -241,8 +247,6 @@ def test_ctrl_c_while_the_second_host_boots_leaves_nothing(monkeypatch):
 
 def test_a_host_that_cannot_boot_fails_up_with_its_console_line_and_leaves_nothing(monkeypatch):
     """The launcher starts nspawn on a root it cannot boot (its /sbin/init and systemd are not there)."""
-    from localfleet import container
-
     real_start = container.start_container
 
     def start_without_systemd(root, name, machine, cgroups, console_log):
@@ -269,7 +273,7 @@ def cache(tmp_path, base_root):
     yield cache
     # A failing test can leave a fleet up: nothing may outlive it.
     for fleet_dir in (cache / "fleets").glob("*/"):
-        stop_containers(fleet_dir)
+        container.stop_containers(fleet_dir)
     release_tree(cache)
 
 
@@ -340,7 +344,7 @@ def test_a_signal_while_up_waits_for_a_boot_tears_down_and_exits_130_even_if_sta
         seen = []
         for line in up.stderr:
             seen.append(line)
-            if "ws1 booted in" in line:
+            if "ws1 listens on" in line:
                 break
         hosts = booted_hosts(fleet_dir)
         up.send_signal(sig)
