@@ -32,14 +32,37 @@ class RootedProcess:
         return f"{self.pid} ({self.name}, root {self.root})"
 
 
+def _host_roots(directory: Path) -> set[tuple[int, int]]:
+    """(device, inode) of `directory` and of the host roots below it, where it is a host's root, a fleet's directory
+    or a cache of fleets."""
+    found = set()
+    for path in [
+        directory,
+        *(p for pattern in ("hosts/*/root", "fleets/*/hosts/*/root") for p in directory.glob(pattern)),
+    ]:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        found.add((info.st_dev, info.st_ino))
+    return found
+
+
 def rooted_processes(directory: Path) -> list[RootedProcess]:
-    """The processes whose root directory is `directory` or inside it (a host's chroot, or a whole fleet's)."""
+    """The processes whose root directory is `directory` or inside it (a host's chroot, or a whole fleet's) — also
+    those of a booted host, which has its root as its own in a mount namespace of its own, where its path reads "/":
+    they are found by the root's device and inode."""
     top = os.path.realpath(directory)
+    roots = _host_roots(Path(top))
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             root = os.readlink(f"/proc/{pid}/root")
-            if not (root == top or root.startswith(top + "/")):
+            inside = root == top or root.startswith(top + "/")
+            if not inside and root == "/":
+                info = os.stat(f"/proc/{pid}/root")
+                inside = (info.st_dev, info.st_ino) in roots
+            if not inside:
                 continue
             name = Path(f"/proc/{pid}/comm").read_text().strip()
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
