@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", error)
         return 1
     except Interrupted as why:
-        log.error("interrupted (%s); what was started has been torn down", why)
+        torn_down = "; what was started has been torn down" if args.command == "up" else ""
+        log.error("interrupted (%s)%s", why, torn_down)
         return 130
 
 

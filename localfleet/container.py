@@ -217,7 +217,10 @@ def stop_containers(fleet_dir: Path) -> None:
     """Stop every booted host of the fleet in `fleet_dir` — found from the directory alone, so also after a killed
     controller — and remove what nspawn leaves on the controller when it is killed: its lock files and propagation
     directories. Does nothing for a fleet without booted hosts."""
-    cgroups = FleetCgroups.of(fleet_dir)
+    try:
+        cgroups = FleetCgroups.of(fleet_dir)
+    except FleetError:  # no cgroup v2 on this machine: no host can have booted here
+        return
     namespaces = _pid_namespaces(cgroups)
     roots = _host_roots(fleet_dir)
     cgroups.kill()

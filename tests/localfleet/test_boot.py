@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import localfleet.cgroups as cgroups_module
 import localfleet.fleet as fleet_module
 from localfleet import Fleet, FleetError, container
 from localfleet.cgroups import fleet_key, hierarchies
@@ -168,6 +169,16 @@ def test_without_systemd_nspawn_up_boot_says_what_to_install_before_anything_is_
     with pytest.raises(FleetError, match=r"systemd-nspawn is not installed .* apt-get install systemd-container"):
         Fleet.up(n=1, boot=True, cache=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_machine_without_cgroup_v2_still_tears_chroot_fleets_down(monkeypatch):
+    def no_cgroup_v2():
+        raise FleetError("booted hosts need the cgroup v2 hierarchy, and none is mounted on this machine")
+
+    monkeypatch.setattr(cgroups_module, "hierarchies", no_cgroup_v2)
+    with Fleet.up(n=1) as chroots:
+        fleet_dir, port = chroots.directory, chroots.hosts[0].port
+    assert leftovers(fleet_dir, [port]) == [] and not fleet_dir.exists()
 
 
 def test_a_chroot_host_cannot_reboot():
