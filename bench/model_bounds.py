@@ -5,13 +5,17 @@
 With the real torch 2.13.0 (CPU), bitsandbytes 0.50.1 and the pinned Transformers (the test venv
 `torch-cpu-transformers`, built on first use), it measures, on the CPU:
   (a) synthetic models of several shapes x N seeds x both 16-bit dtypes (bfloat16, the CPU's; float16, a GPU's), all
-      in one venv process (the probe's own functions, loaded from verify/checks/model_probe.py): footprint ratio against the
-      band model_bounds derives from the parameter split, logits cosine and top-1 agreement with the 16-bit reference,
-      identical greedy generations;
+      in one venv process (the probe's own functions, loaded from verify/checks/model_probe.py): footprint ratio
+      against the band model_bounds derives from the parameter split, logits cosine and top-1 agreement with the
+      16-bit reference, identical greedy generations, and generation itself: one-token decoding through the KV cache
+      against a forward pass of the same 4-bit model (worst position's relative error), the continuation's top-1
+      agreement and cosine with the reference teacher-forced on it;
   (b) the default synthetic check with injected faults, each a fresh probe process as the verifier starts it, with a
       stand-in from tests/support/standins/ on PYTHONPATH: a quantizer that does nothing, a dequantizer that reads NF4
-      codes with the FP4 table, a subtle one (each block's scale from the next block), and the control (the same
-      dequantizing path, real dequantizer);
+      codes with the FP4 table, a subtle one (each block's scale from the next block), the control (the same
+      dequantizing path, real dequantizer); and faults of one path of generation (broken_4bit_matmul: M = 1 only,
+      M <= 8, bf16 only, double quantization only, one output of each fused call moved by the NF4 smoke's kernel
+      bound; decode_only_linear4bit), with their control;
   (c) the time of the default synthetic check, as the verifier runs it: a fresh process, wall seconds from outside
       (interpreter start and imports included) and the probe's own CPU seconds and import time, best and median;
   (d) what an unquantized model gives: the check's model in each 16-bit dtype against float32 (the cosine a 4-bit
@@ -49,6 +53,17 @@ FAULTS = (
         {"STANDIN_DEQUANTIZER": "shifted-scales"},
     ),
     ("no-op quantizer (weights kept in 16 bits)", "broken_nf4_quantizer", {}),
+    ("control: a fused path registered, nothing broken", "broken_4bit_matmul", {"STANDIN_FAULT": "none"}),
+    ("fused path broken for M = 1 only (scales of the next block)", "broken_4bit_matmul", {"STANDIN_FAULT": "rows-1"}),
+    ("fused path broken for M <= 8 (outputs rotated)", "broken_4bit_matmul", {"STANDIN_FAULT": "rows-8"}),
+    ("fused path broken for bf16 only (nibbles swapped)", "broken_4bit_matmul", {"STANDIN_FAULT": "bfloat16"}),
+    ("fused path broken for double quant only (offset lost)", "broken_4bit_matmul", {"STANDIN_FAULT": "double-quant"}),
+    (
+        "fused path: one output per call moved by the NF4 kernel bound (8 bf16 units)",
+        "broken_4bit_matmul",
+        {"STANDIN_FAULT": "size", "STANDIN_FAULT_SIZE": str(8 * 2**-8)},
+    ),
+    ("Linear4bit subclass wrong for one-token inputs", "decode_only_linear4bit", {}),
 )
 
 # Runs in the venv's python: the probe's own functions, one configuration after another (one import for all).
@@ -179,6 +194,9 @@ def measures(result: dict) -> dict:
         top1=device.get("top1_agreement"),
         identical=device.get("generation_identical"),
         tokens_per_s=device.get("tokens_per_s"),
+        decode=device.get("incremental_decode_error"),
+        cont_top1=device.get("continuation_top1"),
+        cont_cosine=device.get("continuation_cosine"),
     )
     ok, problems = model_bounds.judge_model_run(device, synthetic=True)
     row["verdict"] = "pass" if ok else "FAIL: " + "; ".join(problems)
@@ -215,24 +233,28 @@ def print_sweep(python: Path, seeds: list[int]) -> None:
     print(f"(a) synthetic models on the CPU: {len(SHAPES)} shapes x {len(seeds)} seeds x {len(DTYPES)} dtypes")
     print(
         "| layers x width, vocab | dtype | seed | footprint ratio | expected band | logits cosine | top-1 | "
-        "identical | tokens/s | verdict |"
+        "decode error | continuation top-1 | continuation cosine | identical | tokens/s | verdict |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    by_key: dict[str, list[float]] = {"cosine": [], "top1": []}
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    by_key: dict[str, list[float]] = {"cosine": [], "top1": [], "decode": [], "cont_top1": [], "cont_cosine": []}
+    by_dtype: dict[str, list[float]] = {}
     for row in sweep(python, seeds):
         argv = row["argv"]
-        opts = dict(zip(argv[0::2], argv[1::2]))
+        opts = dict(zip(argv[0::2], argv[1::2], strict=True))
         m = measures(row["result"])
         for key in by_key:
             if m[key] is not None:
                 by_key[key].append(m[key])
+        if m["decode"] is not None:
+            by_dtype.setdefault(f"decode {opts['--dtype']} {opts['--layers']} layers", []).append(m["decode"])
         band = "-" if m["band"] is None else f"{m['band'][0]:.4f}-{m['band'][1]:.4f}"
         print(
             f"| {opts['--layers']} x {opts['--hidden']}, {opts['--vocab']} | {opts['--dtype']} | {opts['--seed']} | "
-            f"{fmt(m['ratio'])} | {band} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
+            f"{fmt(m['ratio'])} | {band} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {fmt(m['decode'])} | "
+            f"{fmt(m['cont_top1'], '.3f')} | {fmt(m['cont_cosine'])} | {m['identical']} | "
             f"{fmt(m['tokens_per_s'], '.1f')} | {m['verdict'] if not m['errors'] else m['errors']} |"
         )
-    for key, values in by_key.items():
+    for key, values in [*by_key.items(), *sorted(by_dtype.items())]:
         if values:
             print(
                 f"{key}: min {min(values):.4f}, median {statistics.median(values):.4f}, max {max(values):.4f} "
@@ -242,14 +264,17 @@ def print_sweep(python: Path, seeds: list[int]) -> None:
 
 def print_faults(python: Path) -> None:
     print("\n(b) injected faults, default synthetic model, each a fresh probe process")
-    print("| fault | footprint ratio | logits cosine | top-1 | identical | verdict |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| fault | footprint ratio | logits cosine | top-1 | decode error | continuation top-1 | continuation cosine | "
+        "identical | verdict |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, standin, env in FAULTS:
         m = measures(probe_once(python, standin, OMP_NUM_THREADS="1", **env))
         verdict = m["verdict"] if m["verdict"] != "pass" or not m["errors"] else f"errors {m['errors']}"
         print(
-            f"| {label} | {fmt(m['ratio'])} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {m['identical']} | "
-            f"{verdict} |"
+            f"| {label} | {fmt(m['ratio'])} | {fmt(m['cosine'])} | {fmt(m['top1'], '.3f')} | {fmt(m['decode'])} | "
+            f"{fmt(m['cont_top1'], '.3f')} | {fmt(m['cont_cosine'])} | {m['identical']} | {verdict} |"
         )
 
 

@@ -107,7 +107,8 @@ def main() -> int:
     for label, values in times.items():
         print(
             f"{label:36} {best[label]:8.3f}s {statistics.median(values):8.3f}s "
-            f"{best[label] / best['(c) dpkg-query -W (peer)']:7.1f} {best[label] / best['(d) python3 -I -c pass (peer)']:7.1f}"
+            f"{best[label] / best['(c) dpkg-query -W (peer)']:7.1f} "
+            f"{best[label] / best['(d) python3 -I -c pass (peer)']:7.1f}"
         )
     verdict = "met" if best["(a) verify strays, fresh process"] < 1.0 else "NOT met"
     print(f"target (a) < 1 s: {verdict}")

@@ -39,9 +39,11 @@ INCLUDE = (
     "ca-certificates",  # the trust store every real workstation has (https apt sources, pip, curl)
     "procps",  # ps/pgrep/pkill, used by pyinfra facts and by tests looking into a host
     "rsync",  # syncing a wheelhouse to the hosts (rsync must exist on both ends)
+    "systemd-sysv",  # systemd as PID 1 when a host boots (localfleet/container.py); real workstations run it
+    "dbus",  # the system bus, which systemd's own services (logind, hostnamed …) and systemctl's users expect
 )
 # Bump when configure() below changes, so cached bases built by the old steps are replaced.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 ADMIN_USER = "admin"
 STAMP = ".localfleet-base.json"
 
@@ -57,6 +59,37 @@ POLICY_RC_D = """\
 # localfleet test workstation: never start services from maintainer scripts (this root shares the controller's kernel).
 exit 101
 """
+# What systemd would start in a booted host that a test workstation must not run, and why. Masked (linked to
+# /dev/null): never started, whatever wants them. Their services stay usable where a test starts one itself
+# (`systemctl start apt-daily-upgrade.service`).
+MASKED_UNITS = {
+    # Timers that start work on their own, mid-test: apt and unattended-upgrades taking the dpkg lock, dpkg's own
+    # database backup, file system checks and trims, /tmp cleaning.
+    "apt-daily.timer": "apt-get update and downloads, on its own",
+    "apt-daily-upgrade.timer": "unattended-upgrades, on its own",
+    "dpkg-db-backup.timer": "a dpkg database backup at midnight",
+    "e2scrub_all.timer": "ext4 metadata checks of LVM volumes",
+    "fstrim.timer": "TRIM of the file systems, which are the controller's",
+    "systemd-tmpfiles-clean.timer": "deletes old files in /tmp and /var/tmp, where tests keep theirs",
+    "e2scrub_reap.service": "an LVM scan at every boot: the host has no disks of its own",
+    # Login prompts on the console nobody reads (its output goes to the host's console log).
+    "console-getty.service": "a login prompt on the console",
+    "getty@.service": "login prompts on virtual terminals",
+    # The host shares the controller's network namespace: whatever configures links, addresses, routes, DNS or the
+    # clock would configure the controller's. Most are not installed; masked so that a test's apt-get cannot bring one.
+    "systemd-networkd.service": "network configuration",
+    "systemd-networkd.socket": "network configuration",
+    "systemd-networkd-wait-online.service": "waits for networkd",
+    "systemd-resolved.service": "DNS",
+    "systemd-timesyncd.service": "the clock",
+    "networking.service": "ifupdown",
+    "NetworkManager.service": "network configuration",
+    # The controller's devices and kernel settings: nspawn's read-only /sys and /proc/sys already stop these.
+    "systemd-udevd.service": "device events",
+    "systemd-udev-trigger.service": "replays the controller's device events",
+    "systemd-sysctl.service": "kernel settings; net.* ones would be the controller's",
+    "sys-fs-fuse-connections.mount": "the FUSE control file system, which can abort the controller's FUSE mounts",
+}
 SSHD_DROP_IN = """\
 # localfleet test workstation: key login only, one host key (generated for each host when the fleet comes up).
 # Port and ListenAddress are given on sshd's command line (a free loopback port per host).
@@ -108,8 +141,10 @@ def configure(root: Path) -> None:
     for key in (root / "etc/ssh").glob("ssh_host_*"):
         key.unlink()
     (root / "run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    mask_units(root)
     (root / "etc/localfleet").write_text(
-        "This is a localfleet test workstation (a chroot on the controller machine), not a real host.\n"
+        "This is a localfleet test workstation (a chroot, or a container booted by systemd-nspawn, on the controller "
+        "machine), not a real host.\n"
     )
     _chroot(
         root,
@@ -132,6 +167,14 @@ def configure(root: Path) -> None:
         _chroot(root, "apt-get", "clean", doing=f"apt-get clean in {root}")
     finally:
         release_tree(root)
+
+
+def mask_units(root: Path) -> None:
+    """Mask MASKED_UNITS in `root` as `systemctl mask` does (a link to /dev/null in /etc/systemd/system)."""
+    for unit in MASKED_UNITS:
+        link = root / "etc/systemd/system" / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
 
 
 def ensure_base(layout: Layout, recipe: Recipe = Recipe()) -> Path:

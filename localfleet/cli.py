@@ -1,4 +1,4 @@
-"""`python -m localfleet up|down|status` — the command line of the local test fleet.
+"""`python -m localfleet up|down|status|reboot` — the command line of the local test fleet.
 
 Exit codes: 0 done, 1 the fleet could not be brought up or torn down (one line says why), 2 bad usage,
 130 interrupted (after tearing down what had been started). A reader that stops early (`… status | head`) is not an
@@ -24,7 +24,8 @@ log = logging.getLogger("localfleet")
 def cmd_up(args: argparse.Namespace) -> int:
     require_root()  # before the try: its except looks into the fleets directory
     try:
-        fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login)  # this process's until kept below
+        # This process's until kept below.
+        fleet = Fleet.up(n=args.hosts, name=args.name, login=args.login, boot=args.boot)
         for host in fleet.hosts:
             log.info("  %s  ssh %s", host.name, " ".join(host.ssh_argv()))
         raise_if_interrupted()
@@ -59,6 +60,13 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 1 if refused else 0
 
 
+def cmd_reboot(args: argparse.Namespace) -> int:
+    require_root()
+    boot_id = Fleet.attach(args.name).host(args.host).reboot()
+    print(boot_id)  # stdout: the new boot id, for scripts
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     fleets = list_fleets()
     if not fleets:
@@ -73,11 +81,15 @@ def cmd_status(args: argparse.Namespace) -> int:
             owner = f"owned by pid {state.owner.pid}" + (
                 "" if state.owner.alive() else " — gone: stale, next up/down removes it"
             )
-        print(f"{state.name}: {len(state.hosts)} host(s), login {state.login}, {owner}")
+        kind = " booted" if state.boot else ""
+        print(f"{state.name}: {len(state.hosts)}{kind} host(s), login {state.login}, {owner}")
         print(f"  inventory {state.directory}/inventory.py")
         for host in state.hosts:
-            sshd = "sshd up" if host.sshd and host.sshd.alive() else "sshd DOWN"
-            print(f"  {host.name}  127.0.0.1:{host.port}  {sshd}  root {host.root}")
+            if state.boot:
+                running = "booted" if host.container and host.container.alive() else "DOWN"
+            else:
+                running = "sshd up" if host.sshd and host.sshd.alive() else "sshd DOWN"
+            print(f"  {host.name}  127.0.0.1:{host.port}  {running}  root {host.root}")
     return 0
 
 
@@ -107,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="root",
         help="SSH login of the inventory: root, or admin with sudo (_sudo: True), as real fleets do",
     )
+    up.add_argument(
+        "--boot",
+        action="store_true",
+        help="hosts that boot: systemd as PID 1 (systemd-nspawn --boot), sshd its service; default: chroots",
+    )
     up.set_defaults(run=cmd_up)
     dn = sub.add_parser("down", help="tear a fleet down: processes, mounts, files (the cached base stays)")
     dn.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
@@ -117,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     dn.set_defaults(run=cmd_down)
     st = sub.add_parser("status", help="list local fleets and their hosts")
     st.set_defaults(run=cmd_status)
+    rb = sub.add_parser(
+        "reboot", help="reboot one host of a booted fleet; prints its new boot id once it is back (sshd answering)"
+    )
+    rb.add_argument("--name", type=_fleet_name, default="default", help="fleet name (default: default)")
+    rb.add_argument("host", metavar="HOST", help="the host, e.g. ws1")
+    rb.set_defaults(run=cmd_reboot)
     return parser
 
 
@@ -137,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", error)
         return 1
     except Interrupted as why:
-        log.error("interrupted (%s); what was started has been torn down", why)
+        torn_down = "; what was started has been torn down" if args.command == "up" else ""
+        log.error("interrupted (%s)%s", why, torn_down)
         return 130
 
 

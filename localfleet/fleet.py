@@ -3,6 +3,11 @@
     with Fleet.up(n=3) as fleet:                      # a unique name; torn down on exit, exception or Ctrl-C
         subprocess.run(["pyinfra", str(fleet.inventory), "deploy.py", "-y"])
         fleet.host("ws2").stop_sshd()
+    with Fleet.up(n=1, boot=True) as fleet:           # hosts that boot: systemd as PID 1 (localfleet/container.py)
+        fleet.host("ws1").reboot()
+
+Hosts are chroots unless boot=True: booting costs more per host (see README "The local test fleet") and changes
+what a test sees from the controller (the host's processes, /run and boot id are its own).
 
 A fleet brought up by a process that dies without tearing it down is found and removed by the next `Fleet.up`
 (any name) or `down`; one handed over with keep() (what `python -m localfleet up` does) stays until
@@ -19,9 +24,12 @@ import secrets
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 
+from . import container
 from .base import ADMIN_USER, ensure_base, overlay_base
+from .cgroups import FleetCgroups, hierarchies
 from .commands import run
 from .errors import FleetError
 from .host import FleetHost
@@ -29,6 +37,7 @@ from .hostroot import mount_kernel_filesystems, personalize
 from .interrupts import raise_if_interrupted
 from .inventory import fleet_group_data, host_entry, render_inventory
 from .layout import Layout, check_name
+from .mounts import make_shared
 from .ports import LOOPBACK, free_port, is_listening
 from .procs import ProcessId
 from .release import remove_tree
@@ -45,8 +54,8 @@ LOGINS = {"root": "root", "admin": ADMIN_USER}
 def require_root() -> None:
     if os.geteuid() != 0:
         raise FleetError(
-            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots and "
-            "starts sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
+            "must run as root (localfleet mounts Debian roots as overlays, and /proc, /sys and /dev in them, chroots "
+            "or boots them, and starts sshd): run it with sudo, e.g. `sudo .venv/bin/python -m localfleet up`"
         )
 
 
@@ -112,6 +121,7 @@ class Fleet:
         login: str = "root",
         data: dict | None = None,
         cache: Path | str | None = None,
+        boot: bool = False,
     ) -> Fleet:
         """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind
         (a signal that lands as it returns: see down_if_ours).
@@ -120,6 +130,7 @@ class Fleet:
         ports: one per host (default: free ports picked, retried if taken meanwhile); a taken one is an error.
         login: "root", or "admin" (a sudo account; the inventory then sets `_sudo: True`, as real fleets do).
         data: group data merged over the test-fleet defaults (e.g. {"reports_dir": "/tmp/r"}).
+        boot: each host boots (systemd as PID 1 under systemd-nspawn, sshd its service); else chroots.
         The fleet belongs to this process (torn down by the next up/down once it has gone) until keep() hands it over.
         """
         require_root()
@@ -129,6 +140,9 @@ class Fleet:
             raise FleetError(f"ports {list(ports)}: give one port per host ({n}), or none to have free ones picked")
         if login not in LOGINS:
             raise FleetError(f"login {login!r}: use one of {sorted(LOGINS)}")
+        if boot:
+            container.require_nspawn()
+            hierarchies()
         layout = Layout.default(cache)
         name = check_name("fleet", name or f"t{os.getpid()}-{secrets.token_hex(3)}")
         sweep_abandoned(layout, skip=name)
@@ -142,7 +156,7 @@ class Fleet:
             started = time.monotonic()
             try:  # from the first directory on: whatever ends this early leaves nothing behind
                 fleet_dir.mkdir(parents=True)
-                state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()))
+                state = FleetState(name, str(fleet_dir), str(base), login, ProcessId.of(os.getpid()), boot=boot)
                 save_state(fleet_dir, state)  # first, so that a killed `up` is recognised and cleaned later
                 fleet = cls(layout, state)
                 fleet._bring_up(n, ports, data or {})
@@ -150,9 +164,10 @@ class Fleet:
                 # Inside the try: a signal that lands here still tears the fleet down. One that lands after it, while
                 # this returns, reaches the caller without the fleet: that caller tears it down with down_if_ours.
                 log.info(
-                    "fleet %r: %d host(s) up in %.1f s — inventory %s",
+                    "fleet %r: %d %shost(s) up in %.1f s — inventory %s",
                     name,
                     n,
+                    "booted " if boot else "",
                     time.monotonic() - started,
                     fleet.inventory,
                 )
@@ -179,10 +194,17 @@ class Fleet:
             root.parent.mkdir(parents=True)
             overlay_base(self.layout, Path(self._state.base), root)
             host_key = personalize(root, name, client_public_key)
+            port = ports[index - 1] if ports else None
+            if self.boot:
+                self._start_container(root, name, port, host_key)  # all boot at once; waited for below
+                continue
             mount_kernel_filesystems(root)
-            port, ident = self._start_first_sshd(root, name, ports[index - 1] if ports else None)
+            port, ident = self._start_first_sshd(root, name, port)
             self._save(self._state.with_host(HostState(name, port, str(root), host_key, ident)))
             log.info("fleet %r: %s listens on %s:%d", self.name, name, LOOPBACK, port)
+        for host in self._state.hosts if self.boot else ():
+            raise_if_interrupted()
+            self._wait_for_boot(host, fixed_port=bool(ports))
         self._write_inventory(data)
 
     def _start_first_sshd(self, root: Path, name: str, port: int | None) -> tuple[int, ProcessId]:
@@ -202,6 +224,64 @@ class Fleet:
             f"{name}: no free port on {LOOPBACK} after {PORT_ATTEMPTS} attempts — see {self.sshd_log(name)}"
         )
 
+    # --- booted hosts -------------------------------------------------------------------------------------------------
+    def _start_container(self, root: Path, name: str, port: int | None, host_key: str) -> None:
+        # Shared: what a test mounts in the root later (a lent venv) also appears in the running host.
+        make_shared(root)
+        port = port or free_port()
+        container.write_listen_address(root, port)
+        launcher = container.start_container(
+            root,
+            name,
+            container.machine_name(self.cgroups.key, name),
+            self.cgroups.make(name),
+            self.console_log(name),
+        )
+        self._save(self._state.with_host(HostState(name, port, str(root), host_key, container=launcher)))
+
+    def _wait_for_boot(self, host: HostState, fixed_port: bool) -> None:
+        started = time.monotonic()
+        leader = container.wait_until_booted(
+            host.container, self.host_cgroup(host.name), host.name, self.console_log(host.name)
+        )
+        port = host.port
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                container.sshd_answers(leader, host.name, port, self.console_log(host.name))
+                break
+            except container.PortTaken:
+                if fixed_port:
+                    raise FleetError(
+                        f"{host.name}: port {port} on {LOOPBACK} is taken by another program — "
+                        "choose a free port, or let localfleet pick one"
+                    ) from None
+                log.info("%s: port %d was taken meanwhile, trying another (attempt %d)", host.name, port, attempt + 1)
+                port = free_port()
+                container.write_listen_address(Path(host.root), port)
+                restart = container.run_inside(leader, ["systemctl", "restart", "ssh.service"])
+                log.debug("%s: ssh.service restarted on port %d: %s", host.name, port, restart.stderr.strip())
+        else:
+            raise FleetError(
+                f"{host.name}: no free port on {LOOPBACK} after {PORT_ATTEMPTS} attempts — `journalctl -u ssh` in it"
+            )
+        self._save(self._state.with_host(replace(host, port=port)))
+        log.info(
+            "fleet %r: %s listens on %s:%d (booted in %.1f s)",
+            self.name,
+            host.name,
+            LOOPBACK,
+            port,
+            time.monotonic() - started,
+        )
+
+    @cached_property
+    def cgroups(self) -> FleetCgroups:
+        return FleetCgroups.of(self.directory)
+
+    def host_cgroup(self, host_name: str) -> Path:
+        """A booted host's cgroup (v2): its launcher, nspawn, and below payload/ everything its systemd runs."""
+        return self.cgroups.host(host_name)[0]
+
     def _write_inventory(self, data: dict) -> None:
         user = LOGINS[self.login]
         hosts = [host_entry(h.name, h.port, user, self.client_key, self.known_hosts) for h in self._state.hosts]
@@ -218,7 +298,8 @@ class Fleet:
         state = load_state(layout.fleet_dir(name))
         if state is None:
             raise FleetError(
-                f"no fleet named {name!r} in {layout.fleets} — bring one up with `python -m localfleet up --name {name}`"
+                f"no fleet named {name!r} in {layout.fleets} — "
+                f"bring one up with `python -m localfleet up --name {name}`"
             )
         return cls(layout, state)
 
@@ -230,6 +311,11 @@ class Fleet:
     @property
     def login(self) -> str:
         return self._state.login
+
+    @property
+    def boot(self) -> bool:
+        """Whether the hosts boot (systemd as PID 1), rather than being chroots."""
+        return self._state.boot
 
     @property
     def directory(self) -> Path:
@@ -262,6 +348,10 @@ class Fleet:
 
     def sshd_log(self, host_name: str) -> Path:
         return self.directory / "logs" / f"{host_name}-sshd.log"
+
+    def console_log(self, host_name: str) -> Path:
+        """A booted host's console: what its systemd printed at each boot and shutdown."""
+        return self.directory / "logs" / f"{host_name}-console.log"
 
     def record_sshd(self, host_name: str, ident: ProcessId | None) -> None:
         self._save(self._state.with_host(replace(self.host_state(host_name), sshd=ident)))
@@ -340,6 +430,7 @@ def _teardown(layout: Layout, fleet_dir: Path) -> None:
     state = load_state(fleet_dir)
     for host in state.hosts if state else ():
         stop_sshd(host.sshd)  # the listener first, so no new session starts while the rest is stopped
+    container.stop_containers(fleet_dir)  # booted hosts: found from the directory, whatever the state file says
     remove_tree(fleet_dir, inside=layout.fleets)  # every process rooted in it, every mount, then the files
     for host in state.hosts if state else ():
         if is_listening(host.port):  # not ours any more (nothing runs in the roots): someone else took the port

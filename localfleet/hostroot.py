@@ -38,7 +38,8 @@ DEVICE_LINKS = {
 
 
 def personalize(root: Path, name: str, client_public_key: str) -> str:
-    """Give a fresh host root (an overlay of the base) its identity; returns its SSH host public key line ("ssh-ed25519 AAAA… root@NAME")."""
+    """Give a fresh host root (an overlay of the base) its identity; returns its SSH host public key line
+    ("ssh-ed25519 AAAA… root@NAME")."""
     (root / "etc/hostname").write_text(f"{name}\n")
     # sudo looks the host name up on every call and complains when it does not resolve.
     (root / "etc/hosts").write_text(

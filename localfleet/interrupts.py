@@ -63,7 +63,8 @@ def signals_held() -> Iterator[None]:
     An exception from a handler while subprocess.Popen waits for its child's exec leaves that child running with
     nobody holding its pid: a `cp` of a host root went on writing into the fleet that the teardown was deleting. One
     raised in Popen's at-fork hooks is dropped by Python, and the signal lost (see raise_if_interrupted).
-    Python runs signal handlers in the main thread only: in any other thread nothing can break in, and this does nothing.
+    Python runs signal handlers in the main thread only: in any other thread nothing can break in, and this does
+    nothing.
     """
     if threading.current_thread() is not threading.main_thread() or None in map(signal.getsignal, SIGNALS):
         yield  # (None: a handler installed by C code, which Python could not put back)

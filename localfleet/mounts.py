@@ -17,6 +17,7 @@ MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+MS_SHARED = 1 << 20
 MNT_DETACH = 2
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -32,6 +33,7 @@ class Mount:
     mount_point: str
     fstype: str
     source: str
+    options: str = ""  # the filesystem's own options ("rw,name=systemd" for systemd's cgroup v1 hierarchy)
 
 
 def _unescape(field: str) -> str:
@@ -47,8 +49,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
             continue
         left, _, right = line.partition(" - ")
         fields = left.split()
-        fstype, source = (right.split() + ["", ""])[:2]
-        mounts.append(Mount(int(fields[0]), _unescape(fields[4]), fstype, _unescape(source)))
+        fstype, source, options = (right.split() + ["", "", ""])[:3]
+        mounts.append(Mount(int(fields[0]), _unescape(fields[4]), fstype, _unescape(source), options))
     return mounts
 
 
@@ -68,6 +70,12 @@ def mount(source: str, target: Path, fstype: str, flags: int = 0, options: str =
     if _libc.mount(source.encode(), os.fsencode(target), fstype.encode(), flags, options.encode() or None) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"mount -t {fstype} {source} {target} ({options or 'no options'}): {os.strerror(code)}")
+
+
+def make_shared(target: Path) -> None:
+    """Make the mount at `target` a shared one: what is mounted below it later also appears in the mount namespaces
+    that copied it (a booted host's container, whose copy is a slave: nothing mounted in there comes back)."""
+    mount("none", target, "none", MS_SHARED)
 
 
 def mount_overlay(target: Path, lower: Path, upper: Path, work: Path) -> OSError | None:

@@ -60,7 +60,8 @@ def start_sshd(root: Path, name: str, port: int, log_path: Path) -> tuple[subpro
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=CLEAN_ENV,
-                start_new_session=True,  # Ctrl-C in the controller's terminal must not reach it: teardown stops it in order
+                # Ctrl-C in the controller's terminal must not reach it: teardown stops it in order.
+                start_new_session=True,
             )
         ident = ProcessId.of(process.pid)
         _wait_until_it_answers(process, name, port, log_path, offset)

@@ -23,7 +23,8 @@ class HostState:
     port: int
     root: str
     host_public_key: str
-    sshd: ProcessId | None = None
+    sshd: ProcessId | None = None  # a chroot host's sshd, started by localfleet (None: stopped, or a booted host)
+    container: ProcessId | None = None  # a booted host's launcher (localfleet/container.py)
 
     def to_json(self) -> dict:
         return {
@@ -32,6 +33,7 @@ class HostState:
             "root": self.root,
             "host_public_key": self.host_public_key,
             "sshd": self.sshd.to_json() if self.sshd else None,
+            "container": self.container.to_json() if self.container else None,
         }
 
     @classmethod
@@ -42,6 +44,7 @@ class HostState:
             data["root"],
             data["host_public_key"],
             ProcessId.from_json(data.get("sshd")),
+            ProcessId.from_json(data.get("container")),
         )
 
 
@@ -54,6 +57,7 @@ class FleetState:
     owner: ProcessId | None  # None: a fleet from `python -m localfleet up`, kept until `down`
     hosts: tuple[HostState, ...] = ()
     created: float = field(default_factory=time.time)
+    boot: bool = False  # booted hosts (systemd as PID 1 under systemd-nspawn), else chroots
 
     def with_host(self, host: HostState) -> FleetState:
         others = tuple(h for h in self.hosts if h.name != host.name)
@@ -68,6 +72,7 @@ class FleetState:
             "login": self.login,
             "owner": self.owner.to_json() if self.owner else None,
             "created": self.created,
+            "boot": self.boot,
             "hosts": [h.to_json() for h in self.hosts],
         }
 
@@ -81,6 +86,7 @@ class FleetState:
             ProcessId.from_json(data.get("owner")),
             tuple(HostState.from_json(h) for h in data.get("hosts", ())),
             data.get("created", 0.0),
+            bool(data.get("boot", False)),
         )
 
 

@@ -30,11 +30,12 @@ AMDGPU_INSTALL_USECASE = "rocm"
 TORCH_INDEX_URL = _RELEASE.torch_index_url
 TORCH_SPEC = _RELEASE.torch_spec
 BITSANDBYTES_VERSION = "0.50.1"
-# The model check (verify/checks/model_probe.py) loads a causal LM in 4-bit NF4 through Hugging Face Transformers. 5.24.0 is
-# the newest release on PyPI when this was pinned; measured with torch 2.13.0 (CPU) and bitsandbytes 0.50.1 it gives
-# bit-identical results to 5.23.0 (the release first tried), with the same requirements (huggingface-hub >=1.31,<3;
-# tokenizers >=0.23.1,<0.24; safetensors >=0.8). Its 4-bit loader refuses to run without accelerate (>=1.1.0), so
-# accelerate is pinned with it. Their own dependencies are resolved by pip (pyyaml, regex, tqdm, typer, …).
+# The model check (verify/checks/model_probe.py) loads a causal LM in 4-bit NF4 through Hugging Face Transformers.
+# 5.24.0 is the newest release on PyPI when this was pinned; measured with torch 2.13.0 (CPU) and bitsandbytes 0.50.1 it
+# gives bit-identical results to 5.23.0 (the release first tried), with the same requirements (huggingface-hub
+# >=1.31,<3; tokenizers >=0.23.1,<0.24; safetensors >=0.8). Its 4-bit loader refuses to run without accelerate
+# (>=1.1.0), so accelerate is pinned with it. Their own dependencies are resolved by pip (pyyaml, regex, tqdm, typer,
+# …).
 TRANSFORMERS_VERSION = "5.24.0"
 ACCELERATE_VERSION = "1.15.0"
 

@@ -85,9 +85,9 @@ class _Batch(FactBase):
     `TOKEN-i`, the command's output and `TOKEN-i STATUS` to its own file in a private directory (`mktemp -d` in
     ANSWERS_DIR: root's, mode 0700, an unpredictable name, removed at the end); once all have ended, the files are
     printed in order. So a host answers in the time of its slowest question, not of all of them one after another
-    (on a workstation each runs on a core of its own). STATUS comes from the subshell's EXIT trap: an `exit N` in a command is its status,
-    as in `( command )`. Where no private directory can be made, nothing runs and each fact is asked alone. The
-    output is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
+    (on a workstation each runs on a core of its own). STATUS comes from the subshell's EXIT trap: an `exit N` in a
+    command is its status, as in `( command )`. Where no private directory can be made, nothing runs and each fact is
+    asked alone. The output is split in `split`, not here (pyinfra calls `process` with the stdout lines)."""
 
     def command(self, token: str, commands: list) -> StringCommand:
         # Exit status 0 whatever happens here: a failed _Batch would fail the host in pyinfra; an answer that is

@@ -38,6 +38,7 @@ from roles.validators import (
     build_number,
     controller_path,
     count,
+    is_loopback,
     known_release,
     model_source,
     one_of,
@@ -407,6 +408,7 @@ def check_data(
                 )
             )
     problems.extend(_pull_problems(host, values, source_of))
+    problems.extend(_loopback_serve_problems(host, values, data.get("ssh_hostname") or host, source_of))
     insecure = _unchecked_installer_over_http(values)
     if insecure:
         problems.append(Problem(host, "repo_radeon_base_url", source_of("repo_radeon_base_url"), insecure))
@@ -502,6 +504,30 @@ def _pull_problems(host: str, values: dict[str, Any], source_of: Callable[[str],
                 )
             )
     return problems
+
+
+def _loopback_serve_problems(
+    host: str, values: dict[str, Any], address: str, source_of: Callable[[str], str]
+) -> list[Problem]:
+    """A server on the controller's loopback serves only this machine: hosts elsewhere reach it only through a forward
+    that wheelhouse_url names (hosts that share this machine, e.g. the local test fleet, reach it directly)."""
+    serve, url = values.get("wheelhouse_serve"), values.get("wheelhouse_url")
+    if values.get("wheelhouse_seed") is not None:
+        return []  # relay mode: wheelhouse_serve is refused on its own (_pull_problems)
+    if serve is None or not is_loopback(split_address(serve)[0]) or is_loopback(str(address)):
+        return []
+    if url is not None and not is_loopback(urlsplit(url).hostname or ""):
+        return []
+    return [
+        Problem(
+            host,
+            "wheelhouse_serve",
+            source_of("wheelhouse_serve"),
+            f"{serve!r} is a loopback address of the controller, which {host} ({address}) cannot reach: serve on an "
+            "address of the controller that the hosts reach (e.g. '10.0.0.1:8765'), or set wheelhouse_url to the "
+            "forward that reaches this one",
+        )
+    ]
 
 
 # --- pyinfra glue ----------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ first character outside it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import string
@@ -142,6 +143,17 @@ def split_address(text: str) -> tuple[str, int]:
     if not host or any(char not in PLAIN_CHARACTERS for char in host):
         raise ValueError(text)
     return host, int(port)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a host address is this machine's loopback (127.0.0.0/8, ::1, localhost): only local processes reach a
+    server that listens there."""
+    if address.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def optional_listen_address(value: Any) -> str | None:

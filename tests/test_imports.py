@@ -1,7 +1,8 @@
 """The import rules, read from the source with `ast`: verify/'s imports point down only; the verifier never imports
 what is built on it (roles/, tasks/, localfleet/, bench/, deploy.py — nor pyinfra: it runs on the workstation with the
 standard library and pyelftools), while that code imports any verify module directly; and no module of verify/,
-roles/ or tasks/ imports itself through others (an import circle; TYPE_CHECKING imports count too).
+roles/ or tasks/ imports itself through others (an import circle; TYPE_CHECKING imports count too). localfleet/'s
+modules import each other (relatively) without a cycle either.
 
 The layers of verify/, bottom to top (LAYERS): a module may import from its own package and from the layers below it,
 never from one above.
@@ -111,8 +112,53 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return cycles
 
 
+def package_imports(path: Path, top: Path, package: str) -> set[str]:
+    """The modules of `package` that `path` imports, at any depth (inside functions, under TYPE_CHECKING), absolute
+    or relative: `from .host import FleetHost` in localfleet/fleet.py names localfleet.host; `from . import container`
+    names localfleet.container."""
+    source = module_name(path, top)
+    here = source.split(".") if path.name == "__init__.py" else source.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[: len(here) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    modules = {module_name(p, top) for p in (top / package).rglob("*.py")}
+    return {name for name in found if name in modules and name != package and name != source}
+
+
+def package_cycles(top: Path, package: str) -> list[str]:
+    graph = {
+        module_name(path, top): package_imports(path, top, package)
+        for path in sorted((top / package).rglob("*.py"))
+        if path.name != "__init__.py"  # the package's front door re-exports its modules, which never import it
+    }
+    return [f"import cycle: {' → '.join(cycle)}" for cycle in _cycles(graph)]
+
+
 def test_the_verifier_imports_point_down_nothing_built_on_it_and_nothing_imports_itself():
     assert problems(REPO) == []
+
+
+def test_localfleets_modules_import_each_other_without_a_cycle():
+    assert package_cycles(REPO, "localfleet") == []
+
+
+def test_a_cycle_through_a_relative_or_a_type_checking_import_is_named(tmp_path):
+    top = _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from .a import A\n",
+            "pkg/a.py": "from . import b\nfrom .c import C\n",
+            "pkg/b.py": "import os\n",
+            "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n",
+        },
+    )
+    assert package_cycles(top, "pkg") == ["import cycle: pkg.a → pkg.c → pkg.a"]
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

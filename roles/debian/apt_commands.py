@@ -54,8 +54,8 @@ def interrupted_message() -> str:
 
 def with_dpkg_lock_timeout(command: str, timeout: int) -> str:
     """Wrap `command` (sh) so that apt inside it waits up to `timeout` seconds for a lock held by another apt/dpkg run,
-    and a failure that is a lock, or an interrupted dpkg run, says so in one line that names the fix. The command's output is printed after it ends (pyinfra shows
-    it on failure).
+    and a failure that is a lock, or an interrupted dpkg run, says so in one line that names the fix. The command's
+    output is printed after it ends (pyinfra shows it on failure).
 
     apt waits for the dpkg lock itself (DPkg::Lock::Timeout), but `apt-get update` fails at once on the lock of the
     package lists: a failure that names a lock is therefore retried every 5 s until `timeout` has passed. Retrying is

@@ -125,7 +125,8 @@ class KernelDriver(FactBase):
     def _apt_candidates() -> str:
         return (
             "n=$(ls -1 /boot 2>/dev/null | sed -n 's/^vmlinuz-//p' | sort -V | tail -n 1); "
-            'p=; for k in $(printf \'%s\\n\' "$r" $n | sort -u); do p="$p linux-headers-$k linux-modules-extra-$k"; done; '
+            "p=; for k in $(printf '%s\\n' \"$r\" $n | sort -u); do "
+            'p="$p linux-headers-$k linux-modules-extra-$k"; done; '
             # Whether apt has a name matters only while dpkg has not installed it (HostKernels.driver_packages_wanted),
             # so only those are asked — on a provisioned host often none. "Installed" as parse_dpkg_query_lines says:
             # the status abbreviation, stripped, starts with ii or hi.

@@ -26,7 +26,7 @@ ADDUSER_DEFAULT_EXTRA_GROUPS = ("users",)  # adduser(8): "Default: EXTRA_GROUPS=
 _ASSIGNMENT = re.compile(r"^\s*(ADD_EXTRA_GROUPS|EXTRA_GROUPS)\s*=\s*(.*?)\s*$")
 
 
-# --- the pin -----------------------------------------------------------------------------------------------------------
+# --- the pin ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def write_pin_command(path: str, origin: str, priority: int) -> str:
     )
 
 
-# --- /etc/adduser.conf -------------------------------------------------------------------------------------------------
+# --- /etc/adduser.conf ------------------------------------------------------------------------------------------------
 
 
 def adduser_conf_update(text: str, groups: tuple[str, ...]) -> str | None:

@@ -12,11 +12,10 @@ command never exits non-zero, so it never fails the host in pyinfra.
 
 from __future__ import annotations
 
-import json
-
 from pyinfra.api import FactBase
 
 from roles.verifier import LAUNCHER, not_installed_line, verifier_command
+from verify.report import host_input
 
 MAX_ERROR = 300
 
@@ -34,12 +33,15 @@ class KeptResults(FactBase):
         lines = [line for line in output if line.strip()]
         text = "\n".join(lines)
         try:
-            answer = json.loads(text)
-        except ValueError:
+            # Strict JSON; its strings are made inert where they are used (verify/report/kept.py).
+            answer = host_input.loads(text, inert_strings=False)
+        except ValueError as error:
+            if text.lstrip().startswith(("{", "[")):
+                return {"error": f"its answer is not one JSON document ({error})"[:MAX_ERROR]}
             answer = None
         if isinstance(answer, dict):
             return answer
-        last = lines[-1].strip() if lines else "no output"
+        last = host_input.inert(lines[-1].strip()) if lines else "no output"
         if last == not_installed_line():
             return {
                 "error": f"never provisioned: no rocm-fleet verifier on the host ({LAUNCHER})",

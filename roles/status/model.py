@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from roles.verification.host_row import NOT_VERIFIED, VERIFIED, HostOutcome, Later, short_time
+from verify.report.host_input import inert
 from verify.report.kept import LABELS as KEPT_LABELS
 from verify.report.kept import KeptResult, Unusable, kept_results
 
@@ -71,9 +72,22 @@ def outcome_of(
     host_name: str, answer: Any, torch_label: str | None = None, now: float | None = None, request: dict | None = None
 ) -> HostOutcome:
     """The host's outcome from its KeptResults fact (`answer`); `now` only when the host did not say its time;
-    `request`: what the verification stage asks of this host (its report must answer that)."""
+    `request`: what the verification stage asks of this host (its report must answer that). Whatever the host's
+    answer holds, this is a row: a failure to read it is that host's NOT VERIFIED, never the fleet's status lost."""
+    try:
+        return _outcome_of(host_name, answer, torch_label, now, request)
+    except Exception as error:  # noqa: BLE001 - a reader's bug on hostile input: this host's finding, not a crash
+        why = f"{type(error).__name__}: {inert(str(error))[:200]}"
+        return HostOutcome(
+            host_name, NOT_VERIFIED, torch_label=torch_label, detail=f"could not read what the host keeps ({why})"
+        )
+
+
+def _outcome_of(
+    host_name: str, answer: Any, torch_label: str | None, now: float | None, request: dict | None
+) -> HostOutcome:
     if not isinstance(answer, dict) or "files" not in answer:
-        why = answer.get("error") if isinstance(answer, dict) else None
+        why = inert(str(answer.get("error"))) if isinstance(answer, dict) and "error" in answer else None
         never = isinstance(answer, dict) and answer.get("provisioned") is False
         return HostOutcome(
             host_name,
@@ -82,7 +96,7 @@ def outcome_of(
             detail=NEVER_PROVISIONED if never else f"could not read what the host keeps: {why or 'no answer'}",
         )
     results, unusable, host_now = kept_results(answer)
-    hostname = answer.get("hostname") if isinstance(answer.get("hostname"), str) else None
+    hostname = inert(answer["hostname"]) if isinstance(answer.get("hostname"), str) else None
     results = _proven(results, unusable, hostname, request)
     now = host_now if host_now is not None else (now if now is not None else time.time())
     full = [r for r in results.values() if r.full]

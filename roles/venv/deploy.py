@@ -15,11 +15,10 @@ from pathlib import Path
 from pyinfra import host
 
 from roles import run_reads
-from roles.debian.facts import VenvPathAccess
+from roles.debian.facts import PackageVersions, VenvPathAccess
 from roles.debian.path_access import venv_path_problem
 from roles.settings import HostSettings
 from roles.stage import stage, stop
-from roles.debian.facts import PackageVersions
 from roles.uploads import FileNames, FilesSha256, Upload, checked_files
 from roles.validators import split_address
 from roles.venv.facts import HostPython3, VenvContents
@@ -35,9 +34,11 @@ REMOTE_WHEELHOUSE = "/var/cache/rocm-fleet/wheelhouse"
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:
     ask = run_reads.Ask.of
-    asks = [ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
-            ask(PackageVersions, packages=["python3-venv"]),
-            ask(VenvContents, path=settings.venv_path, owner=settings.venv_owner)]
+    asks = [
+        ask(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+        ask(PackageVersions, packages=["python3-venv"]),
+        ask(VenvContents, path=settings.venv_path, owner=settings.venv_owner),
+    ]
     if settings.wheelhouse is not None:
         # The wheelhouse's file names depend on the host's Python (read here); their hashes are read ahead in venv().
         asks += [ask(HostPython3), ask(FileNames, directory=REMOTE_WHEELHOUSE)]
@@ -46,8 +47,11 @@ def reads(settings: HostSettings) -> list[run_reads.Ask]:
 
 @stage("Venv", reads=reads)
 def venv(settings: HostSettings) -> None:
-    problem = venv_path_problem(settings.venv_path, settings.venv_owner,
-                                run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner))
+    problem = venv_path_problem(
+        settings.venv_path,
+        settings.venv_owner,
+        run_reads.read(VenvPathAccess, path=settings.venv_path, owner=settings.venv_owner),
+    )
     if problem:
         stop("venv path others can write", f"{host.name}: {problem}")
         return
@@ -59,12 +63,16 @@ def venv(settings: HostSettings) -> None:
     if settings.wheelhouse is not None:
         target = run_reads.read(HostPython3, across_execution=True)
         if target is None:
-            stop("no python3", f"{host.name}: python3 is not installed, and the wheelhouse is built for the host's "
-                               "Python version — install python3-venv (apt-get install python3-venv) and deploy again")
+            stop(
+                "no python3",
+                f"{host.name}: python3 is not installed, and the wheelhouse is built for the host's "
+                "Python version — install python3-venv (apt-get install python3-venv) and deploy again",
+            )
             return
         # Prepared on the controller while planning (also with --dry): the upload below must know its files.
-        local = prepare_wheelhouse(Path(settings.wheelhouse), target, settings.torch_spec, settings.torch_index_url,
-                                   others)
+        local = prepare_wheelhouse(
+            Path(settings.wheelhouse), target, settings.torch_spec, settings.torch_index_url, others
+        )
         uploads = [Upload(name, sha256, str(local / name)) for name, sha256 in sorted(wheelhouse_files(local).items())]
         pull = pull_source(settings, host.name)
         if pull is not None:
@@ -75,8 +83,9 @@ def venv(settings: HostSettings) -> None:
         else:
             name = f"Wheelhouse {target.tag}"
         # Root-owned and world-readable: the owner's pip reads it; only root can change it.
-        run_reads.read_ahead([run_reads.Ask.of(FilesSha256, directory=REMOTE_WHEELHOUSE,
-                                               names=[upload.name for upload in uploads])])
+        run_reads.read_ahead(
+            [run_reads.Ask.of(FilesSha256, directory=REMOTE_WHEELHOUSE, names=[upload.name for upload in uploads])]
+        )
         checked_files(name=name, directory=REMOTE_WHEELHOUSE, uploads=uploads, delete=True)
         remote_wheelhouse = REMOTE_WHEELHOUSE
 

@@ -22,15 +22,17 @@ from roles.venv.model import HostPython, VenvState
 # The host's python3 without starting it (an interpreter's start-up is ~15 ms of the host's CPU on every run): its
 # version as it prints it (PY_VERSION, what platform.python_version() returns), glibc's as confstr gives it to Python
 # (getconf asks the same confstr; it fails on a libc that is not glibc), and the machine as os.uname() has it.
-_HOST_PYTHON = ('if command -v python3 >/dev/null; then python3 --version 2>&1; '
-                'getconf GNU_LIBC_VERSION 2>/dev/null || echo "libc unknown"; uname -m; else echo null; fi')
+_HOST_PYTHON = (
+    "if command -v python3 >/dev/null; then python3 --version 2>&1; "
+    'getconf GNU_LIBC_VERSION 2>/dev/null || echo "libc unknown"; uname -m; else echo null; fi'
+)
 
 # verify/safe_read.py's `read_text(path, LIMIT, errors="replace", follow=False)`, the one way verify/ reads a file
 # of the venv, copied as text: the fact below runs alone on the host (`python3 -I -S -c`), where verify/ is not
 # importable (the verifier may not be uploaded yet; this runs while planning). Keep the two the same —
 # tests/roles/venv/test_facts.py holds this copy to safe_read on every kind of hostile file. LIMIT is
 # verify/stack/venv_layout.MAX_METADATA.
-_READ_TEXT = r'''
+_READ_TEXT = r"""
 import os, stat
 LIMIT = 16 << 20
 def text(path):
@@ -64,11 +66,13 @@ def text(path):
         return b"".join(chunks).decode("utf-8", "replace")
     finally:
         os.close(fd)
-'''
+"""
 
 # Run by the host's python3 with argv [venv, owner, foreign] (foreign: what _FOREIGN found, or ""). Prints one JSON
 # object (or null: no venv there).
-_VENV_STATE = _READ_TEXT + r'''
+_VENV_STATE = (
+    _READ_TEXT
+    + r"""
 import json, pwd, sys
 venv, owner, foreign = sys.argv[1], sys.argv[2], sys.argv[3]
 def name_of(uid):
@@ -119,14 +123,17 @@ for site in sites:
 state["foreign"] = foreign or None
 state["broken"] = "; ".join(problems) or None
 print(json.dumps(state))
-'''
+"""
+)
 
 
 # The first entry below the venv not owned by `owner` ("" when none, or no such account): ~25,000 entries with torch,
 # each lstat'ed by find (-H: the top followed where it is a symlink, as the venv's own path is; nothing below it
 # followed), in C — the same walk in the python3 above cost 30–40 ms more of the host's CPU on every run.
-_FOREIGN = ('if uid=$(id -u -- {owner} 2>/dev/null); then '
-            'foreign=$(find -H {venv} -mindepth 1 ! -uid "$uid" -print -quit 2>/dev/null); else foreign=; fi')
+_FOREIGN = (
+    "if uid=$(id -u -- {owner} 2>/dev/null); then "
+    'foreign=$(find -H {venv} -mindepth 1 ! -uid "$uid" -print -quit 2>/dev/null); else foreign=; fi'
+)
 
 
 def _load(output, what: str):
@@ -163,15 +170,29 @@ class VenvContents(FactBase):
         foreign = _FOREIGN.format(owner=shlex.quote(owner), venv=shlex.quote(path))
         arguments = f'{shlex.quote(path)} {shlex.quote(owner)} "$foreign"'
         read = f"{foreign}; python3 -I -S -c {shlex.quote(_VENV_STATE)} {arguments}"
-        no_python3 = json.dumps({"owner": None, "python": None, "packages": {}, "foreign": None,
-                                 "broken": "the host has no python3 to read it with"})
-        return (f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "
-                f"elif command -v python3 >/dev/null; then {read}; else echo {shlex.quote(no_python3)}; fi")
+        no_python3 = json.dumps(
+            {
+                "owner": None,
+                "python": None,
+                "packages": {},
+                "foreign": None,
+                "broken": "the host has no python3 to read it with",
+            }
+        )
+        return (
+            f"if [ ! -e {python} ] && [ ! -L {python} ]; then echo null; "
+            f"elif command -v python3 >/dev/null; then {read}; else echo {shlex.quote(no_python3)}; fi"
+        )
 
     def process(self, output) -> VenvState | None:
         data = _load(output, "venv contents")
         if data is None:
             return None
         packages = {canonicalize_name(name): version for name, version in data["packages"].items()}
-        return VenvState(python=data["python"] or "?", owner=data["owner"] or "?", packages=packages,
-                         foreign=data.get("foreign"), broken=data.get("broken"))
+        return VenvState(
+            python=data["python"] or "?",
+            owner=data["owner"] or "?",
+            packages=packages,
+            foreign=data.get("foreign"),
+            broken=data.get("broken"),
+        )

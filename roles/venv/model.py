@@ -1,6 +1,6 @@
 """The venv stage's decisions, pure: is a requirement met by what is installed, does the venv need creating, and for
-which platforms does the controller download wheels, what the model check adds to the venv. Whether the venv may live at its path (who else could change it)
-is roles/debian/path_access.py, which preflight asks too.
+which platforms does the controller download wheels, what the model check adds to the venv. Whether the venv may live at
+its path (who else could change it) is roles/debian/path_access.py, which preflight asks too.
 
 Why not pyinfra's pip operations: its fact drops local version labels (`2.13.0+rocm7.2`), so `torch==2.13.0+rocm7.2`
 looks unmet and is reinstalled on every run. Here requirements are compared with packaging's PEP 440 rules against
@@ -123,13 +123,19 @@ def plan_venv(path: str, state: VenvState | None, host_python: HostPython | None
     if state is not None and state.owner != owner:
         return VenvPlan("replace", f"the venv at {path} belongs to {state.owner}, not {owner}: replacing it")
     if state is not None and state.foreign:
-        return VenvPlan("replace", f"{state.foreign} in the venv does not belong to {owner} (an interrupted run as "
-                                   "another account?): replacing the venv")
+        return VenvPlan(
+            "replace",
+            f"{state.foreign} in the venv does not belong to {owner} (an interrupted run as "
+            "another account?): replacing the venv",
+        )
     if state is not None and state.broken:
         return VenvPlan("recreate", f"the venv at {path} is broken ({state.broken}): recreating it")
     if state is None:
         return VenvPlan("create", f"no venv at {path}")
     if host_python is not None and state.minor != host_python.minor:
-        return VenvPlan("recreate", f"the venv at {path} runs Python {state.python}, the host's python3 is "
-                                    f"{host_python.version} (wheels are built per Python version): recreating it")
+        return VenvPlan(
+            "recreate",
+            f"the venv at {path} runs Python {state.python}, the host's python3 is "
+            f"{host_python.version} (wheels are built per Python version): recreating it",
+        )
     return VenvPlan(None, f"venv {path} exists (Python {state.python}, owner {owner})")

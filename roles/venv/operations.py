@@ -40,8 +40,10 @@ def as_owner(owner: str, command: str) -> str:
     if owner == "root":
         return command
     user = shlex.quote(owner)
-    return (f'cd / && setpriv --reuid={user} --regid="$(id -g -- {user})" --init-groups --reset-env -- '
-            f"sh -c {shlex.quote(command)}")
+    return (
+        f'cd / && setpriv --reuid={user} --regid="$(id -g -- {user})" --init-groups --reset-env -- '
+        f"sh -c {shlex.quote(command)}"
+    )
 
 
 @operation()
@@ -58,10 +60,13 @@ def python3_venv_package(lock_timeout: int = 300):
 
 def _in_checked_parent(parent: str, resolved: str, owner: str, command: str) -> str:
     """Run `command` (relative names only) as root in `parent`, after checking it is still the directory preflight
-    judged (its resolved path) and root's or the owner's: from there on a rename of anything above cannot redirect it."""
-    return (f"cd -P -- {shlex.quote(parent)} && [ \"$(pwd -P)\" = {shlex.quote(resolved)} ] && "
-            f"case \"$(stat -c %u .)\" in 0|\"$(id -u -- {shlex.quote(owner)})\") true;; *) false;; esac && "
-            f"{command}")
+    judged (its resolved path) and root's or the owner's: from there on a rename of anything above cannot redirect
+    it."""
+    return (
+        f'cd -P -- {shlex.quote(parent)} && [ "$(pwd -P)" = {shlex.quote(resolved)} ] && '
+        f'case "$(stat -c %u .)" in 0|"$(id -u -- {shlex.quote(owner)})") true;; *) false;; esac && '
+        f"{command}"
+    )
 
 
 @operation()
@@ -93,16 +98,28 @@ def venv_directory(path: str, owner: str = "root"):
     # A root-owned parent (preflight refused any other): root makes the empty directory and gives it to the owner —
     # `chown -h` on the name just made, in a directory nobody else can write — and the owner fills it.
     yield f"mkdir -p -- {shlex.quote(parent)}"
-    yield _in_checked_parent(parent, resolved, owner,
-                             f"{{ [ -d {shlex.quote(name)} ] || mkdir -m 755 -- {shlex.quote(name)}; }} && "
-                             f"chown -h -- {shlex.quote(owner)}: {shlex.quote(name)}")
+    yield _in_checked_parent(
+        parent,
+        resolved,
+        owner,
+        f"{{ [ -d {shlex.quote(name)} ] || mkdir -m 755 -- {shlex.quote(name)}; }} && "
+        f"chown -h -- {shlex.quote(owner)}: {shlex.quote(name)}",
+    )
     yield as_owner(owner, f"python3 -I -m venv {quoted}")
 
 
 @operation()
-def venv_packages(path: str, torch_spec: str, other_requirements: list[str], owner: str = "root",
-                  torch_index_url: str | None = None, wheelhouse: str | None = None, pull: str | None = None,
-                  serve: tuple[str, str, int] | None = None, relay: tuple[str, str, int, str, str] | None = None):
+def venv_packages(
+    path: str,
+    torch_spec: str,
+    other_requirements: list[str],
+    owner: str = "root",
+    torch_index_url: str | None = None,
+    wheelhouse: str | None = None,
+    pull: str | None = None,
+    serve: tuple[str, str, int] | None = None,
+    relay: tuple[str, str, int, str, str] | None = None,
+):
     """torch (`torch_spec`) and `other_requirements` are installed in the venv at `path`, by pip run as `owner`.
 
     wheelhouse: a directory on the host; pip installs from it alone (`--no-index`) exactly the wheels of its
@@ -130,8 +147,9 @@ def venv_packages(path: str, torch_spec: str, other_requirements: list[str], own
         return
     if wheelhouse is not None:
         listed = shlex.quote(posixpath.join(wheelhouse, REQUIREMENTS))
-        yield as_owner(owner, f"{python} {PIP} --no-index --find-links {shlex.quote(wheelhouse)} --require-hashes "
-                              f"-r {listed}")
+        yield as_owner(
+            owner, f"{python} {PIP} --no-index --find-links {shlex.quote(wheelhouse)} --require-hashes -r {listed}"
+        )
         return
     if torch_spec in missing:
         index = f" --index-url {shlex.quote(torch_index_url)}" if torch_index_url else ""

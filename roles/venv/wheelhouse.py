@@ -1,7 +1,8 @@
 """The offline wheelhouse, on the controller: every wheel a host needs for its venv, downloaded with pip for the host's
 Python version and platform (not the controller's), once.
 
-    prepare_wheelhouse(Path("/srv/wheelhouse"), host_python, "torch==2.13.0+rocm7.2", torch_index_url, ["bitsandbytes==0.50.1"])
+    prepare_wheelhouse(Path("/srv/wheelhouse"), host_python, "torch==2.13.0+rocm7.2", torch_index_url,
+    ["bitsandbytes==0.50.1"])
       -> /srv/wheelhouse/cp311-manylinux_2_36_x86_64/   (then synced to the hosts and installed with --no-index)
 
 Two pip runs, because torch and the rest come from different indexes: torch (and its dependencies) from the torch
@@ -14,9 +15,10 @@ then nothing is downloaded again. Checking that means hashing every wheel — gi
 run — so each file's sha256 is recorded in `.hashed.json` with its size, inode, mtime and ctime (nanoseconds), and
 taken from there while all four are unchanged: any write or replacement changes the ctime, which cannot be set back, so
 a changed file is always hashed again (as the host side does, roles/uploads.py). A file changed in the last
-seconds is not recorded: timestamps advance in clock ticks, and a write within the tick of the record would keep them. Anything else is rebuilt in a private
-directory (mkdtemp) and moved into place, so an interrupted download never leaves a half set that looks complete.
-Several hosts (greenlets) and several controller processes may ask at once: one downloads, the others wait and reuse.
+seconds is not recorded: timestamps advance in clock ticks, and a write within the tick of the record would keep them.
+Anything else is rebuilt in a private directory (mkdtemp) and moved into place, so an interrupted download never leaves
+a half set that looks complete. Several hosts (greenlets) and several controller processes may ask at once: one
+downloads, the others wait and reuse.
 
 The set carries `requirements.txt`: every wheel as `name==version --hash=sha256:…`, from the hashes computed here.
 The host installs with `pip install --no-index --require-hashes -r requirements.txt`, so pip installs exactly these
@@ -60,9 +62,25 @@ class WheelhouseError(PyinfraError):
 
 
 def _pip_download(dest: Path, target: HostPython, requirements: list[str], extra: list[str]) -> None:
-    argv = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-            "--dest", str(dest), "--only-binary=:all:", "--python-version", target.minor, "--implementation", "cp",
-            "--abi", f"cp{target.minor.replace('.', '')}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-input",
+        "--progress-bar",
+        "off",
+        "--dest",
+        str(dest),
+        "--only-binary=:all:",
+        "--python-version",
+        target.minor,
+        "--implementation",
+        "cp",
+        "--abi",
+        f"cp{target.minor.replace('.', '')}",
+    ]
     for platform in wheel_platforms(target.glibc, target.machine):
         argv += ["--platform", platform]
     argv += extra + requirements
@@ -87,8 +105,14 @@ def _wheel_version(dest: Path, name: str) -> str:
 
 
 def _recipe(target: HostPython, torch_spec: str, torch_index_url: str, others: list[str]) -> dict:
-    return {"python": target.minor, "glibc": target.glibc, "machine": target.machine, "torch": torch_spec,
-            "torch_index_url": torch_index_url, "others": sorted(others)}
+    return {
+        "python": target.minor,
+        "glibc": target.glibc,
+        "machine": target.machine,
+        "torch": torch_spec,
+        "torch_index_url": torch_index_url,
+        "others": sorted(others),
+    }
 
 
 def sha256_of(path: Path) -> str:
@@ -144,8 +168,10 @@ def requirements_text(files: dict[str, dict]) -> str:
         if name.endswith(".whl"):
             wheel_name, version, _build, _tags = parse_wheel_filename(name)
             hashes.setdefault((str(wheel_name), str(version)), []).append(entry["sha256"])
-    lines = [f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in sorted(digests))
-             for (name, version), digests in sorted(hashes.items())]
+    lines = [
+        f"{name}=={version} " + " ".join(f"--hash=sha256:{digest}" for digest in sorted(digests))
+        for (name, version), digests in sorted(hashes.items())
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -166,8 +192,9 @@ def _complete(directory: Path, recipe: dict) -> bool:
     if _verified.get(directory) != text:
         record, fresh = _hashed_record(directory), {}
         if any(_sha256_recorded(directory, name, record, fresh) != entry["sha256"] for name, entry in files.items()):
-            log.warning("wheelhouse %s: a file no longer has the sha256 it was downloaded with: downloading again",
-                        directory)
+            log.warning(
+                "wheelhouse %s: a file no longer has the sha256 it was downloaded with: downloading again", directory
+            )
             return False
         if fresh != record:
             _write_hashed(directory, fresh)
@@ -187,8 +214,9 @@ def wheelhouse_files(directory: Path) -> dict[str, str]:
     return found
 
 
-def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_index_url: str,
-                       others: list[str]) -> Path:
+def prepare_wheelhouse(
+    base: Path, target: HostPython, torch_spec: str, torch_index_url: str, others: list[str]
+) -> Path:
     """The directory under `base` holding every wheel for `target` (downloaded now unless already complete)."""
     directory = base / target.tag
     recipe = _recipe(target, torch_spec, torch_index_url, others)
@@ -210,8 +238,10 @@ def prepare_wheelhouse(base: Path, target: HostPython, torch_spec: str, torch_in
                 # --find-links: the torch wheel just downloaded is a candidate, and the pin makes it the only one.
                 _pip_download(partial, target, list(others), ["--find-links", str(partial), "--constraint", str(pin)])
                 pin.unlink()
-                files = {wheel.name: {"size": wheel.stat().st_size, "sha256": sha256_of(wheel)}
-                         for wheel in sorted(partial.glob("*.whl"))}
+                files = {
+                    wheel.name: {"size": wheel.stat().st_size, "sha256": sha256_of(wheel)}
+                    for wheel in sorted(partial.glob("*.whl"))
+                }
                 (partial / REQUIREMENTS).write_text(requirements_text(files))
                 (partial / STAMP).write_text(json.dumps({"recipe": recipe, "files": files}, indent=2) + "\n")
                 partial.chmod(0o755)

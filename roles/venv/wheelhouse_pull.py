@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import shlex
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,7 @@ from pyinfra.api import FunctionCommand
 from pyinfra.api.state import BaseStateCallback
 
 from roles.run_memory import memory_of
+from roles.validators import is_loopback
 from roles.venv import wheelhouse_server
 
 SERVER_SCRIPT = Path(wheelhouse_server.__file__)
@@ -49,20 +51,42 @@ class PullSource:
         return f"{self.url}/{set_name}/"
 
 
+def fleet_addresses(state, listen_address: str) -> frozenset[str]:
+    """The addresses the run's hosts connect from, as this controller resolves their SSH names (ssh_hostname, else
+    the inventory name) — the server's allow-list. A server on a loopback address also serves this machine itself:
+    only local processes reach it there (a forward that wheelhouse_url names, or hosts that share this machine)."""
+    found: set[str] = set()
+    for host in state.inventory:
+        name = host.data.get("ssh_hostname") or host.name
+        try:
+            found.update(info[4][0] for info in socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP))
+        except (OSError, UnicodeError):
+            continue  # a host the controller cannot resolve cannot be reached by SSH either: it installs nothing
+    if is_loopback(listen_address):
+        found.update(("127.0.0.1", "::1"))
+    return frozenset(found)
+
+
 class WheelhouseServer:
     """One server process (see the module docstring)."""
 
-    def __init__(self, root: str, address: str, port: int):
+    def __init__(self, root: str, address: str, port: int, allow: frozenset[str] | None = None):
         self.root, self.address, self.port = root, address, port
+        self.allow = allow
         self.process: subprocess.Popen | None = None
         self.failure: str | None = None
         self.served: str | None = None  # its last line: "served BYTES bytes in N files"
 
     def start(self) -> str | None:
         """Start it and wait until it listens; None, or why it could not (one line)."""
+        allow = ["--allow", ",".join(sorted(self.allow))] if self.allow is not None else []
         self.process = subprocess.Popen(
-            [sys.executable, "-I", str(SERVER_SCRIPT), self.root, self.address, str(self.port)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd="/",
+            [sys.executable, "-I", str(SERVER_SCRIPT), *allow, self.root, self.address, str(self.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd="/",
         )
         first = self.process.stdout.readline().strip()
         if not first.startswith(wheelhouse_server.READY):
@@ -152,12 +176,14 @@ def servers_of(state) -> RunServers:
 
 def serve_failure_line(host_name: str, serve: tuple[str, str, int], why: str) -> str:
     root, address, port = serve
-    return (f"{host_name}: wheelhouse_serve {address}:{port}: the controller cannot serve {root} there ({why}) — "
-            "choose a free port on an address of this machine the hosts reach, or set wheelhouse_serve: None")
+    return (
+        f"{host_name}: wheelhouse_serve {address}:{port}: the controller cannot serve {root} there ({why}) — "
+        "choose a free port on an address of this machine the hosts reach, or set wheelhouse_serve: None"
+    )
 
 
 def _serve(state, host, serve: tuple[str, str, int]) -> bool:
-    server = servers_of(state).ensure(serve)
+    server = servers_of(state).ensure(serve, lambda: WheelhouseServer(*serve, fleet_addresses(state, serve[1])))
     if server.failure is not None:
         host.log_styled(serve_failure_line(host.name, serve, server.failure), fg="red", log_func=logger.error)
         return False
@@ -172,28 +198,33 @@ def serve_command(serve: tuple[str, str, int]) -> FunctionCommand:
 def hash_mismatch_line(find_links: str, wheel: str = "WHEEL") -> str:
     """The one line of a host whose server sent a wheel with another sha256 (`wheel`: pip's "name==version from
     URL"; the shell fills it in)."""
-    return (f"rocm-fleet: {wheel} does not have the sha256 the controller computed: nothing installed — the server "
-            f"behind {find_links} does not serve the wheelhouse of this controller (give it the same files, or use "
-            "another wheelhouse_url)")
+    return (
+        f"rocm-fleet: {wheel} does not have the sha256 the controller computed: nothing installed — the server "
+        f"behind {find_links} does not serve the wheelhouse of this controller (give it the same files, or use "
+        "another wheelhouse_url)"
+    )
 
 
 def pull_install(pip: str, find_links: str, requirements: str) -> str:
     """The shell command (for the venv's owner) that installs `requirements` from `find_links` only, each wheel with
     its hash, and fails with one line: pip's own output goes to a private file, of which the reason is taken."""
-    install = (f"{pip} --no-index --find-links {shlex.quote(find_links)} --require-hashes --no-cache-dir "
-               f"--retries 2 --timeout 60 -r {shlex.quote(requirements)}")
+    install = (
+        f"{pip} --no-index --find-links {shlex.quote(find_links)} --require-hashes --no-cache-dir "
+        f"--retries 2 --timeout 60 -r {shlex.quote(requirements)}"
+    )
     unreachable = f"rocm-fleet: pip could not install from {find_links}: "
     head, _, tail = hash_mismatch_line(find_links).partition("WHEEL")
     mismatch_head, mismatch_tail = shlex.quote(head), shlex.quote(tail)
     return (
-        'log=$(mktemp) || exit 1; '
+        "log=$(mktemp) || exit 1; "
         f'{install} >"$log" 2>&1; status=$?; '
-        'if [ $status -ne 0 ]; then '
+        "if [ $status -ne 0 ]; then "
         '  if grep -q "DO NOT MATCH THE HASHES" "$log"; then '
-        '    wheel=$(grep -m 1 -E "^    [^ ]+ from " "$log" | sed -e "s/^ *//" -e "s/:$//" -e "s/ (from -r .*//" | cut -c 1-300); '
+        '    wheel=$(grep -m 1 -E "^    [^ ]+ from " "$log" '
+        '| sed -e "s/^ *//" -e "s/:$//" -e "s/ (from -r .*//" | cut -c 1-300); '
         f'    echo {mismatch_head}"$wheel"{mismatch_tail} >&2; '
-        '  else '
+        "  else "
         f'    echo {shlex.quote(unreachable)}"$(grep "^ERROR:" "$log" | tail -n 1 | cut -c 8-400)" >&2; '
-        '  fi; '
+        "  fi; "
         'fi; rm -f "$log"; exit $status'
     )

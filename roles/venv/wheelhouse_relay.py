@@ -32,7 +32,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.connectors.util import make_unix_command, make_unix_command_for_host
 
 from roles.venv import wheelhouse_server
-from roles.venv.wheelhouse_pull import servers_of
+from roles.venv.wheelhouse_pull import fleet_addresses, servers_of
 
 SERVER_SOURCE = Path(wheelhouse_server.__file__).read_text()
 # The arguments that shape a command line (sudo, su, env, shell …), of those pyinfra gives a host's commands.
@@ -40,10 +40,16 @@ _WRAPPING = frozenset(inspect.signature(make_unix_command).parameters) & frozens
 START_TIMEOUT = 60  # seconds for the seed's server to say it listens (python3's start and a bind)
 
 
-def seed_server_command(directory: str, set_name: str, address: str, port: int) -> str:
-    """The shell command, on the seed, that serves the wheels of `directory` as `set_name` until its stdin closes."""
-    serve = (f"python3 -I -c {shlex.quote(SERVER_SOURCE)} --flat {shlex.quote(directory)} {shlex.quote(set_name)} "
-             f"{shlex.quote(address)} {int(port)}")
+def seed_server_command(
+    directory: str, set_name: str, address: str, port: int, allow: frozenset[str] | None = None
+) -> str:
+    """The shell command, on the seed, that serves the wheels of `directory` as `set_name` until its stdin closes
+    (with `allow`, to clients from those addresses only)."""
+    allowed = f"--allow {shlex.quote(','.join(sorted(allow)))} " if allow is not None else ""
+    serve = (
+        f"python3 -I -c {shlex.quote(SERVER_SOURCE)} {allowed}--flat {shlex.quote(set_name)} "
+        f"{shlex.quote(directory)} {shlex.quote(address)} {int(port)}"
+    )
     # nobody's own group, whatever the distribution calls it (nogroup on Debian and Ubuntu).
     as_nobody = f'setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --reset-env -- {serve}'
     return f'cd / && if [ "$(id -u)" = 0 ]; then exec {as_nobody}; else exec {serve}; fi'
@@ -55,7 +61,7 @@ class SeedServer:
     def __init__(self, state, seed: str, address: str, port: int, directory: str, set_name: str):
         self.state, self.seed = state, seed
         self.label = f"wheelhouse_seed {seed} ({address}:{port})"  # in the run's log, with what it served
-        self.command = seed_server_command(directory, set_name, address, port)
+        self.command = seed_server_command(directory, set_name, address, port, fleet_addresses(state, address))
         self.channel = None
         self.out = None  # the channel's standard output, read through one buffer
         self.failure: str | None = None
@@ -70,8 +76,12 @@ class SeedServer:
         try:
             # As pyinfra runs the seed's own commands: its login, and sudo (or su, doas) as its data says.
             global_arguments, _ = pop_global_arguments(self.state, seed, {})
-            command = make_unix_command_for_host(self.state, seed, StringCommand(self.command), **{
-                key: global_arguments[key] for key in _WRAPPING if key in global_arguments})
+            command = make_unix_command_for_host(
+                self.state,
+                seed,
+                StringCommand(self.command),
+                **{key: global_arguments[key] for key in _WRAPPING if key in global_arguments},
+            )
             self.channel = seed.connector.client.get_transport().open_session(timeout=START_TIMEOUT)
             self.channel.settimeout(START_TIMEOUT)
             self.channel.exec_command(command.get_raw_value())
@@ -88,8 +98,11 @@ class SeedServer:
 
     def _stderr_tail(self) -> str:
         try:
-            lines = [line for line in self.channel.makefile_stderr("r").read(65536).decode(errors="replace")
-                     .splitlines() if line.strip()]
+            lines = [
+                line
+                for line in self.channel.makefile_stderr("r").read(65536).decode(errors="replace").splitlines()
+                if line.strip()
+            ]
         except Exception:  # noqa: BLE001
             return ""
         return lines[-1][:300] if lines else ""
@@ -109,18 +122,23 @@ class SeedServer:
 
 
 def relay_failure_line(host_name: str, seed: str, address: str, port: int, why: str) -> str:
-    return (f"{host_name}: wheelhouse_seed {seed}: it cannot serve the wheelhouse at {address}:{port} ({why}) — run "
-            "the seed in the same run, and give wheelhouse_seed_serve a free port on an address of the seed that the "
-            "other hosts reach")
+    return (
+        f"{host_name}: wheelhouse_seed {seed}: it cannot serve the wheelhouse at {address}:{port} ({why}) — run "
+        "the seed in the same run, and give wheelhouse_seed_serve a free port on an address of the seed that the "
+        "other hosts reach"
+    )
 
 
 def _relay(state, host, seed: str, address: str, port: int, directory: str, set_name: str) -> bool:
-    server = servers_of(state).ensure(("seed", seed, address, port),
-                                      lambda: SeedServer(state, seed, address, port, directory, set_name),
-                                      until_end_of=host.executing_op_hash)
+    server = servers_of(state).ensure(
+        ("seed", seed, address, port),
+        lambda: SeedServer(state, seed, address, port, directory, set_name),
+        until_end_of=host.executing_op_hash,
+    )
     if server.failure is not None:
-        host.log_styled(relay_failure_line(host.name, seed, address, port, server.failure), fg="red",
-                        log_func=logger.error)
+        host.log_styled(
+            relay_failure_line(host.name, seed, address, port, server.failure), fg="red", log_func=logger.error
+        )
         return False
     return True
 

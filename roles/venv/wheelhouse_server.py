@@ -1,8 +1,8 @@
 """The controller's own short-lived wheelhouse server (`wheelhouse_serve`): the hosts pull the wheels over HTTP, all at
 once, instead of the controller pushing every byte to every host through its one pyinfra process over SSH.
 
-    python3 -I roles/venv/wheelhouse_server.py ROOT ADDRESS PORT      # what WheelhouseServer.start() runs
-    python3 -I -c SOURCE --flat DIRECTORY SET ADDRESS PORT            # on a seed host (roles/venv/wheelhouse_relay.py)
+    python3 -I roles/venv/wheelhouse_server.py [--allow A,B] ROOT ADDRESS PORT    # WheelhouseServer.start()
+    python3 -I -c SOURCE [--allow A,B] --flat SET DIRECTORY ADDRESS PORT           # a seed (wheelhouse_relay.py)
 
 A child process of the pyinfra run, standard library only: the files go out with sendfile(2) from the page cache, on
 any core, not through the gevent loop that drives the SSH sessions. It prints one line when it listens, and exits
@@ -15,16 +15,20 @@ What it serves, read-only (GET and HEAD, nothing else): for each complete wheel 
 each wheel named in the set's stamp — regular files only, opened without following a symlink. Nothing else under ROOT
 (locks, partial downloads, stamps) and nothing outside it. Integrity does not rest on this server nor on the network:
 the hosts install with `--require-hashes` from the hashes the controller computed, uploaded to them over SSH.
-Anyone who can reach ADDRESS:PORT during the run can download the wheels (public packages): bind it to an address
-only the fleet reaches.
+Bind it to an address only the fleet reaches. `--allow`: only clients from these addresses (the fleet's hosts, as
+the controller resolves them) are served; any other connection is closed unanswered and counted. A connection is
+closed after CONNECTION_TIMEOUT seconds without progress, and at most MAX_CONNECTIONS are served at once (the rest
+wait in the listen queue): a client that opens connections and sends nothing cannot exhaust the controller.
 
-`--flat`: the wheels are the `*.whl` files of DIRECTORY itself, served as the set SET only — a seed host's copy of
+`--flat SET`: the wheels are the `*.whl` files of ROOT itself, served as the set SET only — a seed host's copy of
 one set, pushed there by the controller (flat, without the stamp: roles/venv/deploy.py); run there as `nobody`.
 """
 
 from __future__ import annotations
 
+import argparse
 import html
+import ipaddress
 import json
 import os
 import re
@@ -40,6 +44,8 @@ from urllib.parse import quote, unquote, urlsplit
 STAMP = ".complete.json"  # = roles.venv.wheelhouse.STAMP (this file imports nothing of the project: it runs alone)
 READY = "listening "
 MAX_STAMP_BYTES = 1 << 20
+CONNECTION_TIMEOUT = 60  # seconds a socket operation may wait: a request line, a header, a client taking the file
+MAX_CONNECTIONS = 64  # served at once: pip fetches one file at a time, so a few per host of a 50-host fleet
 _PATH = re.compile(r"/([A-Za-z0-9][A-Za-z0-9._-]*)/([^/]*)")
 
 
@@ -53,8 +59,11 @@ def wheel_names(root: Path, set_name: str) -> frozenset[str]:
         return frozenset()
     if not isinstance(files, dict):
         return frozenset()
-    return frozenset(name for name in files if isinstance(name, str) and name.endswith(".whl") and "/" not in name
-                     and not name.startswith("."))
+    return frozenset(
+        name
+        for name in files
+        if isinstance(name, str) and name.endswith(".whl") and "/" not in name and not name.startswith(".")
+    )
 
 
 def flat_wheel_names(directory: Path) -> frozenset[str]:
@@ -63,14 +72,30 @@ def flat_wheel_names(directory: Path) -> frozenset[str]:
         entries = list(os.scandir(directory))
     except OSError:
         return frozenset()
-    return frozenset(entry.name for entry in entries if entry.name.endswith(".whl") and not entry.name.startswith(".")
-                     and entry.is_file(follow_symlinks=False))
+    return frozenset(
+        entry.name
+        for entry in entries
+        if entry.name.endswith(".whl") and not entry.name.startswith(".") and entry.is_file(follow_symlinks=False)
+    )
+
+
+def plain_address(text: str) -> str:
+    """An IP address in one spelling: an IPv4-mapped IPv6 address (::ffff:10.0.0.5, a dual-stack socket's view of an
+    IPv4 client) as the IPv4 address itself."""
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return text
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: WheelhouseHTTPServer
     server_version = "rocm-fleet-wheelhouse"
     sys_version = ""
+    # StreamRequestHandler sets it on the connection: a request line, a header or sendfile waits at most this long.
+    timeout = CONNECTION_TIMEOUT
 
     def do_GET(self) -> None:
         self._answer(body=True)
@@ -97,7 +122,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_index(self, set_name: str, names: frozenset[str], body: bool) -> None:
         links = "".join(f'<a href="{quote(name)}">{html.escape(name)}</a><br>\n' for name in sorted(names))
-        page = f"<!DOCTYPE html>\n<html><head><title>{html.escape(set_name)}</title></head><body>\n{links}</body></html>\n"
+        page = (
+            f"<!DOCTYPE html>\n<html><head><title>{html.escape(set_name)}</title></head><body>\n{links}</body></html>\n"
+        )
         data = page.encode()
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -129,17 +156,31 @@ class _Handler(BaseHTTPRequestHandler):
 class WheelhouseHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, root: Path, address: str, port: int, flat_set: str | None = None):
-        """Serves the complete sets under `root`, or with `flat_set` the wheels directly in `root` as that set."""
+    def __init__(
+        self,
+        root: Path,
+        address: str,
+        port: int,
+        flat_set: str | None = None,
+        allow: frozenset[str] | None = None,
+        timeout: float = CONNECTION_TIMEOUT,
+        max_connections: int = MAX_CONNECTIONS,
+    ):
+        """Serves the complete sets under `root`, or with `flat_set` the wheels directly in `root` as that set; with
+        `allow`, to clients from those addresses only."""
+        self.RequestHandlerClass = type("Handler", (_Handler,), {"timeout": timeout})
         self.root = root
         self.flat_set = flat_set
         self.flat_names = flat_wheel_names(root) if flat_set is not None else frozenset()
+        self.allow = None if allow is None else frozenset(plain_address(a) for a in allow)
         self.bytes_sent = 0
         self.files_sent = 0
+        self.refused: dict[str, int] = {}  # client address -> connections closed unanswered
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_connections)
         if ":" in address:
             self.address_family = socket.AF_INET6
-        super().__init__((address, port), _Handler)
+        super().__init__((address, port), self.RequestHandlerClass)
 
     def wheel_set(self, set_name: str) -> tuple[Path, frozenset[str]]:
         """The directory of the set `set_name` and its wheels (none: no such set)."""
@@ -147,8 +188,39 @@ class WheelhouseHTTPServer(ThreadingHTTPServer):
             return self.root, self.flat_names if set_name == self.flat_set else frozenset()
         return self.root / set_name, wheel_names(self.root, set_name)
 
+    def get_request(self):
+        # A slot first, then accept(): past MAX_CONNECTIONS the kernel holds new connections in the listen queue.
+        self._slots.acquire()
+        try:
+            return super().get_request()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def verify_request(self, request, client_address) -> bool:
+        client = plain_address(client_address[0])
+        if self.allow is None or client in self.allow:
+            return True
+        with self._lock:
+            self.refused[client] = self.refused.get(client, 0) + 1
+        self._slots.release()  # closed unanswered: no thread will release it
+        return False
+
+    def process_request(self, request, client_address) -> None:
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # its thread never started
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
     def handle_error(self, request, client_address) -> None:
-        pass  # a host that hung up mid-file: its pip says so; nothing to print here
+        pass  # a host that hung up mid-file, or timed out: its pip says so; nothing to print here
 
     def count(self, sent: int) -> None:
         with self._lock:
@@ -156,18 +228,33 @@ class WheelhouseHTTPServer(ThreadingHTTPServer):
             self.files_sent += 1
 
 
+def summary(server: WheelhouseHTTPServer) -> str:
+    """The server's last line: what it served, and whom it refused."""
+    line = f"served {server.bytes_sent} bytes in {server.files_sent} files"
+    if server.refused:
+        who = ", ".join(f"{address} ({count})" for address, count in sorted(server.refused.items())[:10])
+        more = f" and {len(server.refused) - 10} more" if len(server.refused) > 10 else ""
+        line += f"; refused connections from {who}{more}: not an address of the fleet's hosts"
+    return line
+
+
 def main(argv: list[str]) -> int:
-    flat_set = None
-    if argv[:1] == ["--flat"] and len(argv) == 5:
-        flat_set, argv = argv[2], [argv[1], *argv[3:]]
-    if len(argv) != 3:
-        print("usage: wheelhouse_server.py ROOT ADDRESS PORT | --flat DIRECTORY SET ADDRESS PORT", file=sys.stderr)
-        return 2
-    root, address, port = Path(argv[0]), argv[1], int(argv[2])
+    parser = argparse.ArgumentParser(prog="wheelhouse_server.py")
+    parser.add_argument("--flat", metavar="SET", help="serve the *.whl files of ROOT itself as the set SET")
+    parser.add_argument("--allow", metavar="A,B", help="serve clients from these addresses only")
+    parser.add_argument("--timeout", type=float, default=CONNECTION_TIMEOUT, help="seconds a connection may stall")
+    parser.add_argument("--max-connections", type=int, default=MAX_CONNECTIONS, help="served at once")
+    parser.add_argument("root", type=Path)
+    parser.add_argument("address")
+    parser.add_argument("port", type=int)
+    args = parser.parse_args(argv)
+    allow = frozenset(a for a in args.allow.split(",") if a) if args.allow is not None else None
     try:
-        server = WheelhouseHTTPServer(root, address, port, flat_set)
+        server = WheelhouseHTTPServer(
+            args.root, args.address, args.port, args.flat, allow, args.timeout, args.max_connections
+        )
     except OSError as error:
-        print(f"cannot listen on {address}:{port}: {error.strerror}", flush=True)
+        print(f"cannot listen on {args.address}:{args.port}: {error.strerror}", flush=True)
         return 1
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -175,7 +262,7 @@ def main(argv: list[str]) -> int:
     sys.stdin.buffer.read()  # until the controller closes the pipe (or dies)
     server.shutdown()
     server.server_close()
-    print(f"served {server.bytes_sent} bytes in {server.files_sent} files", flush=True)
+    print(summary(server), flush=True)
     return 0
 
 

@@ -32,6 +32,7 @@ from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, Hos
 from roles.verification.summary import fleet_counts, markdown_of
 from roles.verification.summary_html import html_of
 from roles.verification.verdict_history import VerdictHistory
+from verify.report.host_input import inert
 from verify.report.report import Report
 
 # pyinfra's CLI only prints records of the "pyinfra" logger tree.
@@ -92,7 +93,7 @@ class FleetSummary(BaseStateCallback):
         read by the host's status line, the history, both files and the log line."""
         made = self._rows.get(outcome.host)
         if made is None or made[0] is not outcome:
-            made = self._rows[outcome.host] = (outcome, row_for(outcome))
+            made = self._rows[outcome.host] = (outcome, _row_or_finding(outcome))
         return made[1]
 
     # --- pyinfra callbacks ----------------------------------------------------------------------------------------
@@ -151,6 +152,23 @@ class FleetSummary(BaseStateCallback):
         )
         self.written = (markdown, page)
         return self.written
+
+
+def _row_or_finding(outcome: HostOutcome) -> Row:
+    """The outcome's row; one that cannot be made (a report the row's code trips on) is that host's NOT VERIFIED row,
+    never the whole summary lost."""
+    try:
+        return row_for(outcome)
+    except Exception as error:  # noqa: BLE001
+        why = f"{type(error).__name__}: {inert(str(error))[:200]}"
+        return row_for(
+            HostOutcome(
+                outcome.host,
+                NOT_VERIFIED,
+                detail=f"its results could not be shown ({why})",
+                torch_label=outcome.torch_label,
+            )
+        )
 
 
 def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSummary:

@@ -168,16 +168,23 @@ def _number(value, digits: int) -> str | None:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else None
 
 
+def _fused(run) -> str:
+    """ ", fused M 1–8": the rows bitsandbytes' fused kernel ran at on a GPU (the path of one-token decoding)."""
+    return f", fused M {run.fused_rows}" if run.fused_rows else ""
+
+
 def _nf4(report: Report) -> str:
+    """ "cuda:0 0.0727, fused M 1–8" per device: the round trip's error, and where the fused kernel was exercised."""
     runs = report.facts.nf4
     if not runs:
         return "not run"
     return _per_device(
         runs,
         lambda run: (
-            f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}{'' if run.status == PASS else ' ✗'}"
+            f"{run.device or '?'} {_number(run.roundtrip_mean_abs_error, 4) or '—'}{_fused(run)}"
+            f"{'' if run.status == PASS else ' ✗'}"
         ),
-        ", ",
+        "; " if any(run.fused_rows for run in runs) else ", ",
     )
 
 
@@ -284,7 +291,7 @@ def _findings(outcome: HostOutcome) -> tuple[Finding, ...]:
         found[finding.key] = Finding(finding.status, finding.text, finding.check, sources)
 
     reports = ([(None, outcome.report)] if outcome.report is not None else []) + [
-        (l.label, l.report) for l in outcome.later
+        (later.label, later.report) for later in outcome.later
     ]
     for label, report in reports:
         for check in report.problems:
@@ -316,7 +323,7 @@ def _checks(outcome: HostOutcome) -> tuple[tuple[str, str], ...]:
     """(check id, status) over the report and the later results: a later result's status counts when it is worse."""
     severity = {"skip": -1, "pass": 0, "warn": 1, "fail": 2}
     statuses: dict[str, str] = {}
-    reports = ([outcome.report] if outcome.report is not None else []) + [l.report for l in outcome.later]
+    reports = ([outcome.report] if outcome.report is not None else []) + [later.report for later in outcome.later]
     for report in reports:
         for check in report.checks:
             now = statuses.get(check.id)

@@ -1,9 +1,9 @@
 """Reading what `verify check --json` printed on a host, judging it, and keeping it on the controller as
 reports/<host>.json.
 
-Pure (roles/verification/report_history.py keeps what it accepts). The remote command prints three things on stdout, in this order:
-a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON report,
-and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
+Pure (roles/verification/report_history.py keeps what it accepts). The remote command prints three things on stdout, in
+this order: a marker line with the host's own name (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON
+report, and a marker line with the verifier's exit status (`rocm-fleet-verify-exit=N`) — so the shell step itself always
 succeeds and the judging happens here, with the report in hand.
 
 A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly that
@@ -15,13 +15,13 @@ one line saying what was wrong and what to do.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verify.report import host_input
 from verify.report.report import RERUN_FIX, Report, ReportError, judge_report
 
 EXIT_MARKER = "rocm-fleet-verify-exit="
@@ -46,32 +46,9 @@ class CheckRun:
         return not self.passed
 
 
-class _NotJson(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise _NotJson(f"key {next(k for k in keys if keys.count(k) > 1)!r} appears twice in one object")
-    return dict(pairs)
-
-
-def _no_constant(name: str):
-    raise _NotJson(f"{name} is not JSON")
-
-
 def loads_report(text: str) -> Any:
-    """One strict JSON document: no duplicate keys (two parsers could read two different reports), no NaN or
-    Infinity, nothing after it."""
-    try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-    except _NotJson as error:
-        raise ValueError(str(error)) from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{error.msg} at line {error.lineno}") from None
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
+    """One strict JSON document, its text inert (verify/report/host_input.py); ValueError with one line."""
+    return host_input.loads(text)
 
 
 def parse_check_output(stdout: str, stderr: str = "", *, request: Mapping[str, Any] | None = None) -> CheckRun:

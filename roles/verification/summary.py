@@ -1,4 +1,5 @@
-"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per host.
+"""The fleet summary, readable at fifty hosts: the fleet's findings grouped, then counts per check, then one row per
+host.
 
 Pure: takes the hosts' outcomes and returns groups, counts and Markdown text (each host's row is host_row.py, the
 HTML page summary_html.py). Read top down, a summary says:
@@ -130,8 +131,20 @@ def hosts_phrase(hosts: Sequence[str], of: int | None = None) -> str:
 # --- Markdown --------------------------------------------------------------------------------------------------------
 
 
+_CELL = {"\\": "\\\\", "|": "\\|", "\n": " ", "\r": " "}
+_MARKDOWN_TEXT = str.maketrans(_CELL | {c: "\\" + c for c in "<>[]!"})
+_MARKDOWN_NAMES = str.maketrans(_CELL)
+
+
 def _md(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text from a host as Markdown shows it and nothing more: no table cell ended early (`|`), no HTML
+    (`<img onerror>`), no link or image that a viewer would fetch (`![x](http://…)`)."""
+    return str(text).translate(_MARKDOWN_TEXT)
+
+
+def _md_names(text: str) -> str:
+    """The inventory's own names (hosts folded as ws[41-52]): kept readable as plain text, only cell-safe."""
+    return str(text).translate(_MARKDOWN_NAMES)
 
 
 def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
@@ -149,9 +162,10 @@ def markdown_of(rows: Sequence[Row], *, title: str, generated_at: str) -> str:
         "",
     ]
     for group in groups(rows):
-        lines.append(f"- **{_md(hosts_phrase(group.hosts))}** — **{group.verdict}** {_md(group.text)}")
+        lines.append(f"- **{_md_names(hosts_phrase(group.hosts))}** — **{group.verdict}** {_md(group.text)}")
         lines += [
-            f"  - {_md(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}" for finding, hosts in group.also
+            f"  - {_md_names(hosts_phrase(hosts, of=len(group.rows)))}: {_md(finding.line)}"
+            for finding, hosts in group.also
         ]
     counted = check_counts(rows)
     if counted:
@@ -169,7 +183,8 @@ def markdown_of(rows: Sequence[Row], *, title: str, generated_at: str) -> str:
     lines += ["", "## Hosts", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join("---" for _ in COLUMNS) + "|"]
     for row in rows:
         verdict, *rest = row.cells
-        lines.append("| " + " | ".join(_md(c) for c in (row.host, f"**{verdict}**", *rest)) + " |")
+        cells = [_md_names(row.host), f"**{verdict}**", *(_md(c) for c in rest)]
+        lines.append("| " + " | ".join(cells) + " |")
     for label, hosts in torch_labels(rows):
-        lines += ["", f"{LABEL_MARK} torch on {_md(hosts_phrase(hosts))}: {_md(label)}"]
+        lines += ["", f"{LABEL_MARK} torch on {_md_names(hosts_phrase(hosts))}: {_md(label)}"]
     return "\n".join(lines) + "\n"

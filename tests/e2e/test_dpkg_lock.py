@@ -69,8 +69,8 @@ def _waiting_apt(host, deploy_run: subprocess.Popen) -> int | None:
     """The pid of the deploy's `apt-get … install python3-venv` inside `host` once it waits for the lock — asleep in
     the kernel's nanosleep: apt takes the dpkg locks before it does anything else, and while they are held it only
     sleeps between its attempts (apt-get sleeps nowhere else). None if the deploy ends without one.
-    Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py); and not a number of
-    seconds that apt has been running: on a loaded machine it may still be starting after them."""
+    Not apt's "Waiting for cache lock" lines: apt may not print them (see roles/debian/apt_commands.py); and not a
+    number of seconds that apt has been running: on a loaded machine it may still be starting after them."""
 
     def waiting_or_ended() -> int | str | None:
         for process in rooted_processes(host.root):

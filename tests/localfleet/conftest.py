@@ -38,7 +38,8 @@ def host_copy(base_root, tmp_path):
 
 
 def chrooted_python(root, code: str) -> subprocess.Popen:
-    """The controller's Python, chrooted into `root` after start (no binary in `root` needed): a process rooted there."""
+    """The controller's Python, chrooted into `root` after start (no binary in `root` needed): a process rooted
+    there."""
     return subprocess.Popen(
         [
             sys.executable,

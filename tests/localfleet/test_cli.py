@@ -57,8 +57,8 @@ def start_up(cache, name, hosts=3, **kwargs):
 
 @pytest.fixture
 def cli_in_this_process(cache, monkeypatch):
-    """localfleet.cli.main run in the test's own process, so that a test can make a signal land at a chosen point. main installs
-    its signal handlers and may block signals: pytest's handlers and mask are put back afterwards."""
+    """localfleet.cli.main run in the test's own process, so that a test can make a signal land at a chosen point. main
+    installs its signal handlers and may block signals: pytest's handlers and mask are put back afterwards."""
     monkeypatch.setenv("LOCALFLEET_CACHE", str(cache))
     handlers = {s: signal.getsignal(s) for s in interrupts.SIGNALS}
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -158,7 +158,7 @@ def test_an_exception_inside_the_with_block_tears_the_fleet_down():
     with pytest.raises(ZeroDivisionError):
         with Fleet.up(n=1) as fleet:
             fleet_dir, port = fleet.directory, fleet.hosts[0].port
-            1 / 0
+            _ = 1 / 0
     assert leftovers(fleet_dir, [port]) == [] and not fleet_dir.exists()
 
 

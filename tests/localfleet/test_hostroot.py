@@ -1,4 +1,5 @@
-"""localfleet/hostroot.py: a host's identity and its kernel filesystems, on a real host root (an overlay of the base)."""
+"""localfleet/hostroot.py: a host's identity and its kernel filesystems, on a real host root (an overlay of the
+base)."""
 
 import os
 import stat

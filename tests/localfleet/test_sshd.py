@@ -49,7 +49,8 @@ def test_a_taken_port_is_reported_as_such(ready_root, tmp_path):
         port = squatter.getsockname()[1]
         with pytest.raises(
             PortTaken,
-            match=f"sshd of ws5 on 127.0.0.1:{port} exited .*Bind to port {port} on 127.0.0.1 failed: Address already in use",
+            match=f"sshd of ws5 on 127.0.0.1:{port} exited .*"
+            f"Bind to port {port} on 127.0.0.1 failed: Address already in use",
         ):
             start_sshd(ready_root, "ws5", port, tmp_path / "sshd.log")
     assert processes_inside(ready_root) == []

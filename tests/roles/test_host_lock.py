@@ -11,13 +11,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from roles.host_lock import LOCK_FILE, lock_held_message, under_host_lock
+from roles.host_lock import LOCK_DIR, LOCK_FILE, lock_held_message, under_host_lock
 
 
 def _command(tmp_path: Path, command: str, timeout: int) -> list[str]:
     text = under_host_lock(command, timeout, "the test files")
-    assert text.count(LOCK_FILE) == 4  # opened, named and read on a timeout, written by the holder
-    return ["sh", "-c", text.replace(LOCK_FILE, str(tmp_path / "lock"))]
+    assert text.count(LOCK_DIR) == text.count(LOCK_FILE) + 2  # the directory made private, then only the file
+    return ["sh", "-c", text.replace(LOCK_DIR, str(tmp_path / "run"))]
 
 
 def _holder(tmp_path: Path) -> subprocess.Popen:
@@ -54,7 +54,7 @@ def _waiting_in_flock(session: int) -> bool:
 def test_the_command_runs_with_its_exit_status_and_the_holder_is_recorded(tmp_path):
     done = subprocess.run(_command(tmp_path, "echo ran; exit 3", 5), capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (3, "ran\n", "")
-    record = (tmp_path / "lock").read_text()
+    record = (tmp_path / "run" / "lock").read_text()
     user = subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
     assert re.fullmatch(
         rf"changing the test files for {user} since \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(pid \d+\)\n", record
@@ -89,12 +89,26 @@ def test_a_second_command_waits_for_the_holder_and_then_runs(tmp_path):
 def test_a_holder_that_stays_too_long_fails_the_second_with_one_line_naming_it(tmp_path):
     holder = _holder(tmp_path)
     try:
-        record = (tmp_path / "lock").read_text().strip()
+        record = (tmp_path / "run" / "lock").read_text().strip()
         done = subprocess.run(_command(tmp_path, f"touch {tmp_path / 'ran'}", 1), capture_output=True, text=True)
     finally:
         _release(holder)
     assert done.returncode == 1 and done.stdout == ""
-    message = lock_held_message(1, "the test files").replace(LOCK_FILE, str(tmp_path / "lock"))
+    message = lock_held_message(1, "the test files").replace(LOCK_FILE, str(tmp_path / "run" / "lock"))
     assert done.stderr == f"{message} {record}\n"
     assert record.startswith("changing the test files for ")
     assert not (tmp_path / "ran").exists()
+
+
+def test_the_lock_is_roots_alone_even_where_an_older_run_left_it_open_to_all(tmp_path):
+    """flock() needs only a descriptor, a read-only one will do: a lock file other accounts can open is one they can
+    hold. The wrapper makes the directory 0700 and the file 0600, also when they exist with wider modes."""
+    (tmp_path / "run").mkdir(mode=0o755)
+    (tmp_path / "run" / "lock").write_text("")
+    os.chmod(tmp_path / "run", 0o755)
+    os.chmod(tmp_path / "run" / "lock", 0o644)
+    done = subprocess.run(_command(tmp_path, "umask", 5), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{os.umask(0o022):04o}"  # the command keeps the caller's umask
+    assert oct((tmp_path / "run").stat().st_mode & 0o7777) == oct(0o700)
+    assert oct((tmp_path / "run" / "lock").stat().st_mode & 0o7777) == oct(0o600)

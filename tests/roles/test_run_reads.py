@@ -75,7 +75,9 @@ def venv_operations(host) -> list[str]:
             },
         ),
     ):
-        commands += in_context(host, lambda: [render(command) for command in operation._inner(**arguments)])
+        commands += in_context(
+            host, lambda op=operation, kw=arguments: [render(command) for command in op._inner(**kw)]
+        )
     return commands
 
 

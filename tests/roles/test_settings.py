@@ -128,8 +128,8 @@ def test_valid_data_is_normalised():
         (
             {"wheelhouse_url": "http://controller.lab:8765"},
             "wheelhouse_url",
-            "'http://controller.lab:8765' needs `wheelhouse` (the controller's directory, whose sha256 the hosts install "
-            "with): set wheelhouse too, or set this to None",
+            "'http://controller.lab:8765' needs `wheelhouse` (the controller's directory, whose sha256 the hosts "
+            "install with): set wheelhouse too, or set this to None",
         ),
         (
             {"wheelhouse": "/srv/wheels", "wheelhouse_url": "ftp://mirror.lab/wheels"},
@@ -146,14 +146,14 @@ def test_valid_data_is_normalised():
         (
             {"wheelhouse": "/srv/wheels", "wheelhouse_serve": "0.0.0.0:8765"},
             "wheelhouse_serve",
-            "'0.0.0.0:8765' listens on every address, which no host can connect to: set wheelhouse_url to the controller "
-            "as the hosts reach it (e.g. 'http://controller.lab:8765'), or serve on that address",
+            "'0.0.0.0:8765' listens on every address, which no host can connect to: set wheelhouse_url to the "
+            "controller as the hosts reach it (e.g. 'http://controller.lab:8765'), or serve on that address",
         ),
         (
             {"wheelhouse_seed": "ws1", "wheelhouse_seed_serve": "10.0.0.11:8765"},
             "wheelhouse_seed",
-            "'ws1' needs `wheelhouse` (the controller's directory that the seed gets and serves): set wheelhouse too, or set "
-            "this to None",
+            "'ws1' needs `wheelhouse` (the controller's directory that the seed gets and serves): set wheelhouse too, "
+            "or set this to None",
         ),
         (
             {"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1"},
@@ -175,14 +175,14 @@ def test_valid_data_is_normalised():
                 "wheelhouse_serve": "127.0.0.1:8765",
             },
             "wheelhouse_serve",
-            "'127.0.0.1:8765' and wheelhouse_seed 'ws1' both say where the hosts pull from: set one of them, the other to "
-            "None",
+            "'127.0.0.1:8765' and wheelhouse_seed 'ws1' both say where the hosts pull from: set one of them, the other "
+            "to None",
         ),
         (
             {"wheelhouse": "/srv/wheels", "wheelhouse_seed": "ws1", "wheelhouse_seed_serve": "0.0.0.0:8765"},
             "wheelhouse_seed_serve",
-            "'0.0.0.0:8765' is every address of the seed, which no host can connect to: give the seed's address that the "
-            "other hosts reach, such as '10.0.0.11:8765'",
+            "'0.0.0.0:8765' is every address of the seed, which no host can connect to: give the seed's address that "
+            "the other hosts reach, such as '10.0.0.11:8765'",
         ),
         ({"stray_policy": "purge"}, "stray_policy", "got the string 'purge', expected one of: 'report', 'remove'"),
         (
@@ -243,7 +243,35 @@ def test_pull_mode_settings_pass_with_a_wheelhouse():
     )
     assert problems == ()
     assert (settings.wheelhouse_serve, settings.wheelhouse_url) == ("0.0.0.0:8765", "http://controller.lab:8765")
-    assert _problems({"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765"}) == []
+    local = {"wheelhouse": "/srv/wheels", "wheelhouse_serve": "[::1]:8765", "ssh_hostname": "127.0.0.1"}
+    assert _problems(local) == []
+
+
+@pytest.mark.parametrize(
+    ("data", "refused"),
+    [
+        ({"wheelhouse_serve": "127.0.0.1:8765"}, True),  # ws-01 is not this machine: it cannot reach the loopback
+        ({"wheelhouse_serve": "[::1]:8765", "ssh_hostname": "ws-01.lab"}, True),
+        ({"wheelhouse_serve": "localhost:8765", "wheelhouse_url": "http://127.0.0.2:8765"}, True),  # not a forward
+        ({"wheelhouse_serve": "127.0.0.1:8765", "ssh_hostname": "127.0.0.1"}, False),  # a host on this machine
+        ({"wheelhouse_serve": "127.0.0.1:8765", "wheelhouse_url": "http://gateway.lab:9000"}, False),  # a forward
+        ({"wheelhouse_serve": "10.0.0.1:8765"}, False),
+    ],
+)
+def test_a_loopback_server_is_refused_for_hosts_that_cannot_reach_it(data, refused):
+    problems = _problems({"wheelhouse": "/srv/wheels", **data})
+    if not refused:
+        assert problems == []
+        return
+    address = data.get("ssh_hostname", "ws-01")
+    assert problems == [
+        (
+            "wheelhouse_serve",
+            f"{data['wheelhouse_serve']!r} is a loopback address of the controller, which ws-01 ({address}) cannot "
+            "reach: serve on an address of the controller that the hosts reach (e.g. '10.0.0.1:8765'), or set "
+            "wheelhouse_url to the forward that reaches this one",
+        )
+    ]
 
 
 def test_relay_mode_settings_pass_with_a_wheelhouse():
@@ -299,8 +327,8 @@ _PULLS_ITSELF = (
     [
         (
             {"wheelhouse": "/var/tmp"},
-            "host ws2, key wheelhouse_seed (group data 'all'): 'ws1' gets another wheelhouse ('/var/tmp', this host's is "
-            "'/tmp'): give the seed and the hosts it serves the same one",
+            "host ws2, key wheelhouse_seed (group data 'all'): 'ws1' gets another wheelhouse ('/var/tmp', this host's "
+            "is '/tmp'): give the seed and the hosts it serves the same one",
         ),
         (
             {"wheelhouse_seed": None, "wheelhouse_seed_serve": None, "wheelhouse_url": "http://mirror.lab/wheels"},
@@ -444,7 +472,7 @@ def test_the_policy_is_exactly_what_shlex_leaves_unquoted():
         assert (char in PLAIN_CHARACTERS) == (shlex.quote(char) == char), repr(char)
 
 
-# --- plain http: the installer deb's sha256 is the root of trust -------------------------------------------------------
+# --- plain http: the installer deb's sha256 is the root of trust ------------------------------------------------------
 
 HTTP_WITHOUT_SHA256 = (
     "'http://mirror.lab/radeon' is plain http and amdgpu_install_sha256 is None: nothing would "

@@ -8,8 +8,9 @@ the kind of change a dpkg run makes.
 
 The libraries are STAND-INS (tests/support/standin_rocm.py: gcc-built ELF files with ROCm's real SONAMEs, NEEDED
 entries and RPATH/RUNPATH), because neither the torch ROCm wheel nor ROCm itself can be installed here. The dpkg data
-of the distro packages is REAL: the status paragraphs and apt's auto-installed marks of Debian 12 (slurm-wlm-rsmi-plugin)
-and Debian 13 (libucx0) roots, kept in tests/verify/debian/data/strays/ (extract.py there regenerates them).
+of the distro packages is REAL: the status paragraphs and apt's auto-installed marks of Debian 12
+(slurm-wlm-rsmi-plugin) and Debian 13 (libucx0) roots, kept in tests/verify/debian/data/strays/ (extract.py there
+regenerates them).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pyinfra.api import FunctionCommand, StringCommand
 from pyinfra.context import ctx_host, ctx_state
 
 from roles.debian.apt_commands import with_dpkg_lock_timeout
-from roles.host_lock import LOCK_FILE, under_host_lock
+from roles.host_lock import LOCK_FILE, PRIVATE, under_host_lock
 from roles.verifier import launcher_sha256, version
 from tests.support.pyinfra_ops import FakeHost
 from verify.question import Question
@@ -54,7 +54,9 @@ def _with_placeholders(text: str) -> str:
 
 _LOCK_GUARD = re.compile(r"^cfg=.*?echo 'DPkg::Lock::Timeout \"(\d+)\";' .*?; do \( (.*) \) > \"\$log\" 2>&1; rc=")
 _HOST_LOCK = re.compile(
-    r"^\( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > "
+    "^"
+    + re.escape(PRIVATE)
+    + r" && \( if ! flock -w (\d+) 9; .*?; fi; echo 'changing (.*?)' .*? > "
     + re.escape(LOCK_FILE)
     + r"; (.*) \) 9>> "
     + re.escape(LOCK_FILE)
@@ -89,9 +91,10 @@ def render(command) -> str:
 
 
 def _unwrap_lock_guard(text: str) -> str:
-    """Show a command wrapped by roles.debian.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND", and one
-    wrapped by roles.host_lock.under_host_lock as "[host lock wait N s: WHAT] COMMAND" — only when the wrapper is exactly
-    that function's output (tests/roles/debian/test_apt_commands.py and test_host_lock.py prove the wrappers themselves)."""
+    """Show a command wrapped by roles.debian.apt_commands.with_dpkg_lock_timeout as "[dpkg lock wait N s] COMMAND", and
+    one wrapped by roles.host_lock.under_host_lock as "[host lock wait N s: WHAT] COMMAND" — only when the wrapper is
+    exactly that function's output (tests/roles/debian/test_apt_commands.py and test_host_lock.py prove the wrappers
+    themselves)."""
     held = _HOST_LOCK.match(text)
     if held and under_host_lock(held.group(3), int(held.group(1)), held.group(2)) == text:
         return f"[host lock wait {held.group(1)} s: {held.group(2)}] {held.group(3)}"

@@ -1,6 +1,6 @@
 """Reports shaped exactly as `verify check` builds them (verify/report/report.py `build_report`, every check the
-verifier always runs), for tests of the rules that judge reports. The real verifier's own reports are used wherever a test
-can run it (tests/support/verify_runs.py); these are for the cases no real run produces: a hand-edited or damaged
+verifier always runs), for tests of the rules that judge reports. The real verifier's own reports are used wherever a
+test can run it (tests/support/verify_runs.py); these are for the cases no real run produces: a hand-edited or damaged
 report, a verdict that contradicts its checks.
 """
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from roles.apt_hook.model import CONF_PARTIAL_PREFIX, CONF_PATH, LOCK_WHAT
-from roles.host_lock import LOCK_FILE, lock_held_message, under_host_lock
+from roles.host_lock import LOCK_DIR, LOCK_FILE, lock_held_message, under_host_lock
 from roles.verifier import LAUNCHER, TOP
 from roles.verifier import LOCK_WHAT as INSTALL_WHAT
 from tests.support.chroot_hosts import finished
@@ -230,3 +230,19 @@ def test_a_run_that_waits_longer_than_dpkg_lock_timeout_fails_with_one_line_nami
     run = deploy(up.inventory, "tasks/apt_hook.py")  # and once it is let go, the next run does it all
     assert run.returncode == 0 and run.changed_operations == [INSTALL, HOOK_OP], run.explain()
     assert check(host) == "intact" and leftovers(host) == []
+
+
+def test_the_host_lock_is_roots_alone_so_no_other_account_can_hold_it(fleet):
+    """Issue 26, item 6: were the lock file open to other accounts, any of them could flock() it through a read-only
+    descriptor and make every run wait dpkg_lock_timeout and skip its changes. After a real run, `nobody` in the host
+    cannot even open it."""
+    up, host = fleet
+    run = deploy(up.inventory, "tasks/apt_hook.py")
+    assert run.returncode == 0, run.explain()
+    assert oct((host.root / LOCK_DIR.lstrip("/")).stat().st_mode & 0o7777) == oct(0o700)
+    assert oct((host.root / LOCK_FILE.lstrip("/")).stat().st_mode & 0o7777) == oct(0o600)
+    done = host.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "flock", "-n", LOCK_FILE, "true"],
+        check=False,
+    )
+    assert done.returncode != 0 and "Permission denied" in done.stderr, (done.returncode, done.stderr)

@@ -4,8 +4,9 @@ what later breaks the GPU, caught by the stage, the apt hook, the verification o
 The host gets ROCm from a STAND-IN of repo.radeon.com (tests/support/amd_mirror.py: AMD's layout, Origin, pin and
 version strings; no AMD package can be fetched here) and Debian's own archive, the real torch 2.13.0 CPU wheel (the
 STAND-IN for the ROCm wheel) and bitsandbytes 0.50.1 (in the venv the venv stage made for the session,
-tests/support/venv_image.py; the stage runs here and finds it in place), then the apt hook and the boot check. Every verification fails
-on the missing ROCm libraries (no real ROCm here), as designed: each test looks at the check it is about.
+tests/support/venv_image.py; the stage runs here and finds it in place), then the apt hook and the boot check. Every
+verification fails on the missing ROCm libraries (no real ROCm here), as designed: each test looks at the check it is
+about.
 
 - AMD's pin: effective (apt's candidates for rocminfo, hipcc, rocm-cmake, rocm-device-libs come from the mirror,
   though Debian's versions sort higher); removed by hand → the next verification fails apt.pin with the fix; the ROCm

@@ -135,8 +135,8 @@ def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
             [
                 f"{LOCK}{APT} update",
                 f"{LOCK}amdgpu-install -y --usecase=rocm --no-dkms",
-                "test -d /opt/rocm-7.2.4 || { echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output "
-                "above' >&2; exit 1; }",
+                "test -d /opt/rocm-7.2.4 || "
+                "{ echo 'amdgpu-install ended without creating /opt/rocm-7.2.4: read its output above' >&2; exit 1; }",
             ],
         ),
         ("ROCm | /opt/rocm -> /opt/rocm-7.2.4", []),
@@ -145,8 +145,8 @@ def _fresh_plan(codename: str) -> list[tuple[str, list[str]]]:
         (
             "GPU access | New accounts join render and video (/etc/adduser.conf)",
             [
-                'printf %s \'#EXTRA_GROUPS="users"\n#ADD_EXTRA_GROUPS=0\n\n# rocm-fleet: new accounts join the GPU groups '
-                "(AMD'\"'\"'s post-install docs)\nADD_EXTRA_GROUPS=1\nEXTRA_GROUPS=\"users render video\"\n' > "
+                'printf %s \'#EXTRA_GROUPS="users"\n#ADD_EXTRA_GROUPS=0\n\n# rocm-fleet: new accounts join the GPU '
+                "groups (AMD'\"'\"'s post-install docs)\nADD_EXTRA_GROUPS=1\nEXTRA_GROUPS=\"users render video\"\n' > "
                 "/etc/adduser.conf.rocm-fleet-new && chmod 644 /etc/adduser.conf.rocm-fleet-new && mv -f "
                 "/etc/adduser.conf.rocm-fleet-new /etc/adduser.conf"
             ],
@@ -219,9 +219,9 @@ def test_colliding_ubuntu_packages_removed_before_the_installer(plan):
     assert steps[1] == (
         "Colliding packages | Remove distro packages that block amdgpu-install",
         [
-            "tell: removing rocminfo 5.7.1-3build1 (distro; sorts above AMD's 1.0.0.70204), hipcc 5.7.1-3 (distro; sorts "
-            "above AMD's 1.1.1.70204), rocm-cmake 6.0.0-1 (distro; sorts above AMD's 0.14.0.70204): apt would keep them "
-            "and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)",
+            "tell: removing rocminfo 5.7.1-3build1 (distro; sorts above AMD's 1.0.0.70204), hipcc 5.7.1-3 (distro; "
+            "sorts above AMD's 1.1.1.70204), rocm-cmake 6.0.0-1 (distro; sorts above AMD's 0.14.0.70204): apt would "
+            "keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367)",
             f"{LOCK}{APT} remove rocminfo hipcc rocm-cmake",
         ],
     )
@@ -236,8 +236,8 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
         (
             "Preflight | stop: host is not fit",
             [
-                "fail: preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), Ubuntu 22.04 "
-                "(jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a supported OS"
+                "fail: preflight: Ubuntu 20.04.6 LTS (focal) is not supported (supported: Ubuntu 24.04 (noble), Ubuntu "
+                "22.04 (jammy), Debian 12 (bookworm); Debian 13 only with rocm_install: skip): provision a supported OS"
             ],
         ),
         (f"Colliding packages | {skipped}", []),
@@ -306,7 +306,8 @@ def test_the_verifier_is_installed_once_per_host_for_all_the_stages_that_run_it(
 
 
 def test_run_results_for_stages_1_to_3(run_stages):
-    """Executed on the fakes: stages 1-3 succeed on the fit hosts (changing them) and change nothing when provisioned."""
+    """Executed on the fakes: stages 1-3 succeed on the fit hosts (changing them) and change nothing when
+    provisioned."""
     results = run_stages
     assert results["failed_hosts"] == ["@fake/focal"]
     # Task files given on the command line are not "included": their operation names have no "tasks/…" prefix.

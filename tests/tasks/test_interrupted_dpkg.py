@@ -1,6 +1,6 @@
 """An interrupted dpkg run on a real local-fleet host (Debian 12 over SSH, an admin with sudo), met by the ROCm stage
-(roles/debian/apt_commands.py wraps its apt-get): the host fails with one line that names the fix, and that fix, run as the
-line says, lets the next run go through.
+(roles/debian/apt_commands.py wraps its apt-get): the host fails with one line that names the fix, and that fix, run as
+the line says, lets the next run go through.
 
 The interruption is real: `dpkg -i` of a package whose postinst waits, killed (SIGKILL, as a lost SSH session or a
 power cut would end it) while the postinst runs — dpkg leaves its journal in /var/lib/dpkg/updates/ and the package

@@ -37,7 +37,10 @@ pytestmark = [
 VENV = "/opt/rocm-fleet/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
 LOG = "/home/alice/pth-uids"  # alice's: she can append to it, and root can; nobody else runs her venv's python
-PTH = f"import os, sys; f = open({LOG!r}, 'a'); f.write('%d %s\\n' % (os.getuid(), ' '.join(sys.argv)[:160])); f.close()\n"
+PTH = (
+    f"import os, sys; f = open({LOG!r}, 'a'); "
+    "f.write('%d %s\\n' % (os.getuid(), ' '.join(sys.argv)[:160])); f.close()\n"
+)
 PREFIX = "rocm-fleet apt hook:"
 
 

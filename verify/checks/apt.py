@@ -5,10 +5,10 @@ the ROCm stage installs ROCm from AMD's repositories); a host whose ROCm is mana
 - `apt.pin`: a pin on `release o=repo.radeon.com` above the distribution's 500 in /etc/apt/preferences(.d) (AMD's
   installer deb ships /etc/apt/preferences.d/repo-radeon-pin-600; its package-manager instructions write
   rocm-pin-600), *and* effective: for every name the distributions share with AMD (the release data file,
-  verify/stack/releases/<release>.json: colliding_packages and apt), apt's candidate comes from a repository whose Origin is repo.radeon.com —
-  read from `apt-cache policy` (the one program this check runs: root's own /usr/bin/apt-cache, in English, with a time
-  limit; it reads apt's cache and changes nothing). Ubuntu's rocminfo 5.7.1 sorts above AMD's 1.0.0.70204: without
-  the pin an upgrade swaps it in (ROCm issues #3656, #6367).
+  verify/stack/releases/<release>.json: colliding_packages and apt), apt's candidate comes from a repository whose
+  Origin is repo.radeon.com — read from `apt-cache policy` (the one program this check runs: root's own
+  /usr/bin/apt-cache, in English, with a time limit; it reads apt's cache and changes nothing). Ubuntu's rocminfo 5.7.1
+  sorts above AMD's 1.0.0.70204: without the pin an upgrade swaps it in (ROCm issues #3656, #6367).
 - `apt.lists`: AMD's repositories in /etc/apt/sources.list(.d) — rocm/apt/<release>, graphics/<release>/ubuntu and
   amdgpu/<driver>/ubuntu — present and enabled; a distribution upgrade comments them out ("disabled on upgrade to …").
 Not checked in an image (--root): apt's cache describes the machine this runs on.

@@ -181,8 +181,8 @@ def judge_linkage(
     for name, paths in sorted(by_family.items()):
         if len(paths) > 1:
             warnings.append(
-                f"two copies of {name} in one process ({', '.join(sorted(paths))}): mixed ROCm runtimes can fail at run "
-                "time (ROCm/pytorch#1340)"
+                f"two copies of {name} in one process ({', '.join(sorted(paths))}): mixed ROCm runtimes can fail at "
+                "run time (ROCm/pytorch#1340)"
             )
 
     evidence = {

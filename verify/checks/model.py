@@ -193,6 +193,16 @@ def judge_device(probe: Mapping[str, Any], device: Mapping[str, Any], want: Mode
         why = device.get("reference_skipped") or (device.get("errors") or {}).get("16-bit reference") or "no reference"
         parts.append(f"logits not compared ({dtype16} reference: {why})")
     generated = (device.get("generated") or [[]])[0]
+    if device.get("incremental_decode_error") is not None:
+        parts.append(
+            f"one-token decoding = full forward within {device['incremental_decode_error']:.4f} "
+            f"(bound {model_bounds.decode_error_bound(device.get('dtype'), want.synthetic):.4f})"
+        )
+    if device.get("continuation_top1") is not None and device.get("continuation_cosine") is not None:
+        parts.append(
+            f"continuation top-1 {device['continuation_top1']:.2f}, cosine {device['continuation_cosine']:.3f} "
+            f"to the {dtype16} reference"
+        )
     parts.append(f"{len(generated)} tokens twice identical, {device.get('tokens_per_s')} tokens/s")
     if device.get("peak_memory_4bit") is not None:
         parts.append(f"peak {_mib(device['peak_memory_4bit'])}")

@@ -33,6 +33,13 @@ fault lands at 0.73; top-1 >= 0.15 — 10 of 64 positions, under the lowest corr
 highest correct run, below what an unquantized model gives (> 0.9999) — the 4-bit layers must change something. A
 checkpoint has no upper bound (a trained model in 4-bit may agree almost perfectly) and the same lower bounds.
 
+Generation. The logits above come from one forward pass over a prompt, which takes bitsandbytes' many-row path; a
+decode step multiplies one row, and on a GPU that is the fused kernel. So the probe also compares (a) the logits of
+one-token decoding through the KV cache with a forward pass of the same 4-bit model over the same tokens (they differ
+by rounding alone: under DECODE_ERROR_UNITS unit roundoffs of the dtype; a checkpoint gets DECODE_ERROR_CHECKPOINT),
+and (b) the 4-bit model's greedy continuation with the reference teacher-forced on it (cosine as above, top-1 at least
+one token in sixteen). The sweep, the faults each catches and what each misses: docs/verification-gpu-kernels.md.
+
 Fit. A model fits a GPU when its weights leave a tenth of the memory (at least 1 GiB) free for the runtime's context,
 activations and a short generation's KV cache: an estimate, for the admin's question "does our 13B fit on the
 7900 XT?" (13B: 26 GB in fp16 — no; about 7.8 GB in 4-bit with its scales — yes). A 4-bit model that generated on a
@@ -80,6 +87,23 @@ TYPICAL_RATIO = (0.27, 0.33)  # 7B-13B Llama-family checkpoints; reported, not j
 COSINE_LOW = 0.90
 COSINE_HIGH = 0.995  # synthetic only
 TOP1_LOW = 0.15
+
+# Generation (docs/verification-gpu-kernels.md has the measurements): one-token decoding through the KV cache against a
+# forward pass of the same 4-bit model over the same tokens — worst position's ||step - full|| / ||full||, which
+# scales with the unit roundoff of the model's dtype (measured up to 2.5 units); and the 4-bit model's greedy
+# continuation against the 16-bit reference teacher-forced on it.
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+DECODE_ERROR_UNITS = 8  # the synthetic model's bound, in unit roundoffs of its dtype
+DECODE_ERROR_CHECKPOINT = 0.1  # a checkpoint's: deeper and trained, not measured here; a broken kernel gives 0.4-1.5
+CONTINUATION_COSINE_LOW = COSINE_LOW
+CONTINUATION_TOP1_LOW = 0.0625  # 1 of the 16 generated tokens
+
+
+def decode_error_bound(dtype: str | None, synthetic: bool) -> float:
+    if not synthetic:
+        return DECODE_ERROR_CHECKPOINT
+    return DECODE_ERROR_UNITS * UNIT_ROUNDOFF.get(dtype or "", UNIT_ROUNDOFF["bfloat16"])
+
 
 RESERVE_FRACTION = 0.10
 RESERVE_MIN_BYTES = 2**30
@@ -180,6 +204,7 @@ def judge_model_run(measurement: Mapping[str, Any], synthetic: bool) -> tuple[bo
             problems.append(f"top-1 agreement {top1:.3f} < {TOP1_LOW}: the 4-bit model predicts other tokens")
     elif compared and not errors:
         problems.append("the logits were not compared")
+    problems.extend(_judge_generation(measurement, synthetic, compared, bool(errors)))
     identical = measurement.get("generation_identical")
     if identical is False:
         problems.append("two greedy generations differ: the 4-bit kernels are not deterministic")
@@ -188,6 +213,47 @@ def judge_model_run(measurement: Mapping[str, Any], synthetic: bool) -> tuple[bo
 
     problems.extend(f"{step} raised: {message}" for step, message in errors.items())
     return (not problems, problems)
+
+
+def _judge_generation(measurement: Mapping[str, Any], synthetic: bool, compared: bool, errors: bool) -> list[str]:
+    """Problems of generation itself: (a) one-token decoding against a full forward of the same 4-bit model, (b) the
+    continuation against the teacher-forced reference. Judged where the probe measured them (a run written before it
+    did has no such keys)."""
+    problems: list[str] = []
+    if "incremental_decode_error" in measurement:
+        decode = _number(measurement, "incremental_decode_error")
+        bound = decode_error_bound(measurement.get("dtype"), synthetic)
+        if measurement.get("decode_finite") is False:
+            problems.append(
+                "the logits of one-token decoding are not finite (NaN or inf): the 4-bit decoding kernels are wrong"
+            )
+        elif decode is None:
+            if not errors:
+                problems.append("one-token decoding was not compared with a full forward pass")
+        elif not decode < bound:
+            problems.append(
+                f"one-token decoding through the KV cache differs from a forward pass of the same 4-bit model by "
+                f"{decode:.4f} ≥ {bound:.4f} (worst position, relative): the kernel one-token steps take "
+                "(on a GPU the fused one) is wrong"
+            )
+    if "continuation_top1" in measurement:
+        cosine, top1 = _number(measurement, "continuation_cosine"), _number(measurement, "continuation_top1")
+        if cosine is None or top1 is None:
+            # Not finite step logits (said above) have no cosine either.
+            if compared and not errors and measurement.get("decode_finite") is not False:
+                problems.append("the generated tokens were not compared with the 16-bit reference")
+        else:
+            if cosine < CONTINUATION_COSINE_LOW:
+                problems.append(
+                    f"the generated tokens' logits: cosine to the 16-bit reference teacher-forced on them "
+                    f"{cosine:.4f} < {CONTINUATION_COSINE_LOW}: the 4-bit decoding kernels are wrong"
+                )
+            if top1 < CONTINUATION_TOP1_LOW:
+                problems.append(
+                    f"the 16-bit reference, teacher-forced, picks {top1:.3f} of the 4-bit model's generated tokens "
+                    f"< {CONTINUATION_TOP1_LOW}: the 4-bit model generates other text"
+                )
+    return problems
 
 
 def bounds_evidence(synthetic: bool) -> dict[str, Any]:
@@ -200,5 +266,10 @@ def bounds_evidence(synthetic: bool) -> dict[str, Any]:
         "logits_cosine": {"greater_than": COSINE_LOW, "less_than": COSINE_HIGH if synthetic else None},
         "top1_agreement": {"at_least": TOP1_LOW},
         "generation": "two greedy generations identical",
+        "incremental_decode_error": {
+            "less_than": {dtype: decode_error_bound(dtype, synthetic) for dtype in UNIT_ROUNDOFF}
+        },
+        "continuation_cosine": {"greater_than_or_equal": CONTINUATION_COSINE_LOW},
+        "continuation_top1": {"at_least": CONTINUATION_TOP1_LOW},
         "fit_reserve": {"fraction": RESERVE_FRACTION, "min_bytes": RESERVE_MIN_BYTES},
     }

@@ -16,11 +16,15 @@ OpenMP gets one thread unless the caller's environment says otherwise.
 
 On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API —, only those of `--gpu INDEX` when
 given: the verifier names the GPUs NF4 passed on; or the CPU):
-1. the reference in 16 bits: its memory footprint, its logits on a fixed prompt (a seeded sequence of token ids: no
-   tokenizer is loaded, the kernels are what is checked); skipped when its weights cannot fit the GPU;
-2. the same checkpoint in 4-bit NF4 (`BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")`): footprint,
-   the parameter split (weights in 4-bit layers vs the rest, for the expected ratio), its logits, greedy generation of
-   N tokens twice, tokens/s, and on a GPU the peak device memory of each model.
+1. the checkpoint in 4-bit NF4 (`BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")`): footprint, the
+   parameter split (weights in 4-bit layers vs the rest, for the expected ratio), its logits on a fixed prompt (a
+   seeded sequence of token ids: no tokenizer is loaded, the kernels are what is checked), greedy generation of N
+   tokens twice — the first keeping the logits of each one-token step through the KV cache —, tokens/s, and a forward
+   pass over the context and the generated tokens (one-token steps run another kernel than a many-token pass: on a
+   GPU the fused one, which is where 4-bit generation breaks);
+2. the same checkpoint in 16 bits, the reference: footprint, its logits on the prompt, and teacher-forced on the
+   4-bit model's context and generated tokens; skipped when its weights cannot fit the GPU;
+and on a GPU the peak device memory of each model.
 The 16-bit dtype is float16 on a GPU and bfloat16 on the CPU: bitsandbytes' CPU 4-bit kernel computes in bfloat16
 (its AVX512-BF16 path converts float16 inputs to bfloat16 and back), so a bfloat16 reference differs from the 4-bit
 model by the quantization alone; bfloat16 takes the same two bytes, so the footprint ratio is the same. The bounds
@@ -256,18 +260,26 @@ def timed(device, timings, name, func):
     return value
 
 
-def generate(torch, transformers, model, device, prompt, new_tokens, pad_id):
+def generate(torch, transformers, model, device, prompt, new_tokens, pad_id, step_logits=False):
+    """Greedy generation of `new_tokens` tokens: their ids, and with `step_logits` also the logits each step computed
+    (one token per step through the KV cache, float32 on the CPU, one row per step)."""
     config = transformers.GenerationConfig(
         max_new_tokens=new_tokens,
         min_new_tokens=new_tokens,
         do_sample=False,
         num_beams=1,
         pad_token_id=pad_id,
+        output_logits=step_logits,
+        return_dict_in_generate=step_logits,
     )
     ids = prompt.to(device.placement())
     with torch.no_grad():
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
-    return [int(token) for token in out[0, prompt.shape[1] :].cpu()]
+    sequences = out.sequences if step_logits else out
+    tokens = [int(token) for token in sequences[0, prompt.shape[1] :].cpu()]
+    if not step_logits:
+        return tokens
+    return tokens, torch.stack([row[0].float().cpu() for row in out.logits])
 
 
 def compare(torch, got, want):
@@ -278,9 +290,31 @@ def compare(torch, got, want):
     return (cosine if math.isfinite(cosine) else None), top1
 
 
+def decode_error(torch, steps, full):
+    """The largest ||step - full|| / ||full|| over the generated positions: how far the logits of one-token decoding
+    (through the KV cache) are from a forward pass over the whole sequence; None when not finite."""
+    error = ((steps - full).norm(dim=-1) / full.norm(dim=-1).clamp_min(1e-30)).max().item()
+    return error if math.isfinite(error) else None
+
+
+def continuation(prompt, tokens):
+    """The context followed by the generated tokens, as one sequence (1, n)."""
+    return prompt.new_tensor([[*prompt[0].tolist(), *tokens]])
+
+
+def generated_positions(logits, context, count):
+    """The rows of a forward pass over context + generated that predict the generated tokens."""
+    return logits[context - 1 : context - 1 + count]
+
+
 def measure_device(torch, transformers, bnb, device, directory, args, prompt, pad_id, weight_bytes_16bit, out):
     """One device into `out` (already in the report, so that a time limit running out keeps what was measured): the
-    16-bit reference, then the 4-bit model; every step recorded even when a later one fails."""
+    4-bit model, then its 16-bit reference; every step recorded even when a later one fails.
+
+    Generation is checked three ways: (a) the logits of one-token decoding through the KV cache against a forward pass
+    of the same 4-bit model over the generated sequence (self-consistency: a one-token step runs another kernel than
+    a many-token forward — on a GPU the fused one); (b) the 4-bit model's greedy continuation against the reference
+    teacher-forced on the same tokens (top-1 agreement and logits cosine); (c) two greedy generations identical."""
     out.update(device.describe())
     on_gpu = device.gpu
     dtype = torch.float16 if on_gpu else torch.bfloat16
@@ -289,28 +323,12 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
     out["dtype"] = str(dtype).replace("torch.", "")
     errors = out["errors"]
     timings = out["timings_ms"]
-    reference = None
+    context = prompt[:, : args.generate_from]
+    logits = steps = sequence = None
+    # Written before they are measured: a report with the keys and no values says "not measured", never "not asked".
+    out.update(incremental_decode_error=None, continuation_top1=None, continuation_cosine=None)
 
-    # 1. the reference, unless its weights alone exceed the device (a 13B model in fp16 on a 20 GiB GPU).
-    total = out.get("total_memory")
-    if total is not None and weight_bytes_16bit is not None and weight_bytes_16bit > total:
-        out["reference_skipped"] = f"{size_text(weight_bytes_16bit)} of 16-bit weights cannot fit {size_text(total)}"
-    else:
-        model = None
-        try:
-            device.reset_peak()
-            model = timed(device, timings, "load_reference", lambda: load(transformers, directory, device, dtype))
-            model.eval()
-            out["footprint_reference"] = int(model.get_memory_footprint())
-            reference = timed(device, timings, "forward_reference", lambda: logits_of(torch, model, device, prompt))
-            out["peak_memory_reference"] = device.peak_bytes()
-        except Exception as error:  # noqa: BLE001 — an out-of-memory or load failure is a finding
-            errors["16-bit reference"] = one_line(error)
-        finally:
-            model = None  # the reference's memory back before the 4-bit model loads
-            device.release()
-
-    # 2. the same checkpoint in 4-bit NF4.
+    # 1. the checkpoint in 4-bit NF4.
     model = None
     try:
         quantization = transformers.BitsAndBytesConfig(
@@ -328,15 +346,12 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
         out["buffer_bytes"] = buffers
         out["quant_types"] = quant_types(bnb, model)
         logits = timed(device, timings, "forward_4bit", lambda: logits_of(torch, model, device, prompt))
-        if reference is not None:
-            out["logits_cosine"], out["top1_agreement"] = compare(torch, logits, reference)
         out["logits_finite"] = bool(torch.isfinite(logits).all().item())
-        context = prompt[:, : args.generate_from]
-        first = timed(
+        first, steps = timed(
             device,
             timings,
             "generate_1",
-            lambda: generate(torch, transformers, model, device, context, args.new_tokens, pad_id),
+            lambda: generate(torch, transformers, model, device, context, args.new_tokens, pad_id, step_logits=True),
         )
         second = timed(
             device,
@@ -348,10 +363,44 @@ def measure_device(torch, transformers, bnb, device, directory, args, prompt, pa
         out["generation_identical"] = first == second
         seconds = timings["generate_2"] / 1000.0
         out["tokens_per_s"] = round(len(second) / seconds, 2) if seconds > 0 else None
+        sequence = continuation(context, first)
+        full = timed(device, timings, "forward_continuation_4bit", lambda: logits_of(torch, model, device, sequence))
+        out["decode_finite"] = bool(torch.isfinite(steps).all().item())
+        out["incremental_decode_error"] = decode_error(
+            torch, steps, generated_positions(full, context.shape[1], len(first))
+        )
         out["peak_memory_4bit"] = device.peak_bytes()
     except Exception as error:  # noqa: BLE001
         errors["4-bit model"] = one_line(error)
         errors["4-bit model (traceback)"] = traceback.format_exc(limit=-6)
+    finally:
+        model = None  # the 4-bit model's memory back before the reference loads
+        device.release()
+
+    # 2. the reference in 16 bits, unless its weights alone exceed the device (a 13B model in fp16 on a 20 GiB GPU).
+    total = out.get("total_memory")
+    if total is not None and weight_bytes_16bit is not None and weight_bytes_16bit > total:
+        out["reference_skipped"] = f"{size_text(weight_bytes_16bit)} of 16-bit weights cannot fit {size_text(total)}"
+        return
+    try:
+        device.reset_peak()
+        model = timed(device, timings, "load_reference", lambda: load(transformers, directory, device, dtype))
+        model.eval()
+        out["footprint_reference"] = int(model.get_memory_footprint())
+        reference = timed(device, timings, "forward_reference", lambda: logits_of(torch, model, device, prompt))
+        if logits is not None:
+            out["logits_cosine"], out["top1_agreement"] = compare(torch, logits, reference)
+        if sequence is not None:
+            forced = timed(
+                device, timings, "forward_continuation_reference", lambda: logits_of(torch, model, device, sequence)
+            )
+            forced = generated_positions(forced, context.shape[1], steps.shape[0])
+            out["continuation_cosine"], _ = compare(torch, steps, forced)
+            chosen = sequence[0, context.shape[1] :]
+            out["continuation_top1"] = (forced.argmax(-1) == chosen).float().mean().item()
+        out["peak_memory_reference"] = device.peak_bytes()
+    except Exception as error:  # noqa: BLE001 — an out-of-memory or load failure is a finding
+        errors["16-bit reference"] = one_line(error)
     finally:
         model = None
         device.release()
@@ -374,7 +423,7 @@ def run(args, result, workdir, device_factory=choose_devices):
     import transformers
 
     # Transformers imports lazily: touch what the probe uses, so that the import time is counted here.
-    transformers.LlamaForCausalLM, transformers.AutoModelForCausalLM, transformers.BitsAndBytesConfig
+    _ = transformers.LlamaForCausalLM, transformers.AutoModelForCausalLM, transformers.BitsAndBytesConfig
     result["import_ms"] = round((time.perf_counter() - start) * 1000.0, 3)
     versions(result, torch, transformers, bnb)
     model_info = {"source": "synthetic" if args.path is None else "path"}

@@ -220,7 +220,8 @@ def check_torch_runtime(probe: Mapping[str, Any], want: RuntimeExpectations) -> 
             "runtime.torch",
             title,
             FAIL,
-            f"torch {torch.get('version')} reports HIP {hip}, not {want.major_minor} — install the rocm{want.major_minor} wheel",
+            f"torch {torch.get('version')} reports HIP {hip}, not {want.major_minor} — install the "
+            f"rocm{want.major_minor} wheel",
             evidence,
         )
     return CheckResult(

@@ -37,7 +37,8 @@ def dpkg_installed_version(root: Path, package: str, packages: Iterable[DpkgPack
     """The version of `package` when dpkg has it installed (state "installed"), else None.
 
     `packages`: the status file's packages when the caller has parsed them already (`verify check` reads the file once
-    for the strays check and this one: the apt hook runs after every dpkg run, and the file is a few MB on a desktop)."""
+    for the strays check and this one: the apt hook runs after every dpkg run, and the file is a few MB on a
+    desktop)."""
     if packages is None:
         try:
             packages = read_status(root)

@@ -155,7 +155,7 @@ class Pin:
 
 
 def parse_preferences(text: str, where: str) -> tuple[Pin, ...]:
-    """The stanzas of an apt preferences file (`Package:`, `Pin:`, `Pin-Priority:`); comments and Explanation ignored."""
+    """The stanzas of an apt preferences file (`Package:`, `Pin:`, `Pin-Priority:`); comments, Explanation ignored."""
     pins = []
     for stanza in re.split(r"\n\s*\n", text):
         fields: dict[str, str] = {}

@@ -1,4 +1,5 @@
-"""dpkg's database, read without dpkg: `var/lib/dpkg/status`, the per-package file lists, and apt's auto-installed marks.
+"""dpkg's database, read without dpkg: `var/lib/dpkg/status`, the per-package file lists, and apt's auto-installed
+marks.
 
 What it does: parse the status file's deb822 paragraphs into `DpkgPackage` records, parse relation fields (Depends,
 Pre-Depends, Provides) on demand, tell which installed package satisfies a relation (alternatives, `:any` and

@@ -92,7 +92,9 @@ class Request:
         return self.outcome in (LOADED, ALREADY_LOADED)
 
     def describe(self) -> str:
-        """One line for a person, e.g. 'libhipblas.so.3 not found via RUNPATH /opt/rocm/lib of …, ld.so.cache, system dirs'."""
+        """One line for a person.
+
+        E.g. 'libhipblas.so.3 not found via RUNPATH /opt/rocm/lib of …, ld.so.cache, system dirs'."""
         who = f" (needed by {self.requester})" if self.requester and self.kind == "needed" else ""
         if self.outcome == NOT_FOUND:
             where = ", ".join(step.label for step in self.searched) or "nowhere (nothing to search)"
@@ -195,7 +197,8 @@ class ProcessImage:
         return next((o for o in self.objects if o.path == path), None)
 
     def object_named(self, name: str) -> LoadedObject | None:
-        """The object that serves `name` (a path, a name it was requested under, or its SONAME), as the loader matches it."""
+        """The object that serves `name` (a path, a name it was requested under, or its SONAME), as the loader
+        matches it."""
         return next((o for o in self.objects if name == o.path or name in o.names or name == o.soname), None)
 
     def requests_for(self, name: str) -> tuple[Request, ...]:

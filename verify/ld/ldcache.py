@@ -4,7 +4,8 @@ Format `glibc-ld.so.cache1.1` (the only one ldconfig writes since glibc 2.32; an
 the "compat" format, is skipped): a 48-byte header, `nlibs` entries of 24 bytes
 `{i32 flags, u32 key, u32 value, u32 osversion, u64 hwcap}`, strings addressed from the header's start, and an
 extension directory (magic 0xEAA42174) whose tag-1 section names the glibc-hwcaps subdirectories. An entry with hwcap
-bit 62 set is a glibc-hwcaps entry: its low 32 bits index that name table and bits 32.. hold the library's x86 ISA level.
+bit 62 set is a glibc-hwcaps entry: its low 32 bits index that name table and bits 32.. hold the library's x86 ISA
+level.
 
 Lookup (`LdCache.lookup`) follows `_dl_load_cache_lookup`: among the entries for the name, in file order, only flags
 equal to the platform's (x86-64: 0x0303) count; glibc-hwcaps entries compete by the CPU's preference order; the

@@ -16,9 +16,9 @@ What it compares: where each ROCm library of the predicted process resolves (and
 ROCm packages, the kernels installed (one without amdgpu.ko is worse: the GPU goes at the next boot) and the one
 running ("after the reboot into 6.8.0-51-generic the GPU is gone: …"), a new result of the boot-time check, the
 status of every check both reports ran (a static-only report against a full one leaves the runtime checks out), and
-the installed versions. A version-1 report (before the kernel facts) is compared on what it has. What it does not do: judge — whether something is wrong is the checks'
-business, drift says what moved. Pure: takes two Reports, returns frozen dataclasses, reads nothing. A report whose
-evidence is not shaped like this verifier's raises report.ReportError.
+the installed versions. A version-1 report (before the kernel facts) is compared on what it has. What it does not do:
+judge — whether something is wrong is the checks' business, drift says what moved. Pure: takes two Reports, returns
+frozen dataclasses, reads nothing. A report whose evidence is not shaped like this verifier's raises report.ReportError.
 """
 
 from __future__ import annotations

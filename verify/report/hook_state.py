@@ -70,9 +70,12 @@ def unwrap(data: Any, where: str, kind: str, version: int, what: str) -> Report:
     if data.get("version") != version:
         raise StateError(f"{where} has format version {data.get('version')!r}, this verifier reads {version}")
     try:
-        return Report.from_json(data.get("report"))
+        report = Report.from_json(data.get("report"))
     except ReportError as error:
         raise StateError(f"{where} holds no report ({error})") from None
+    if not isinstance(data.get("checked_at"), str):
+        raise StateError(f"{where} has no time it was checked at (checked_at is not a string)")
+    return report
 
 
 def read_result(path: Path, limit: int, from_json: Callable[[Any, str], Any]) -> Any | None:

@@ -16,12 +16,13 @@ A new source is a line in kept_files.KEPT and a reader in READERS.
 from __future__ import annotations
 
 import calendar
-import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from verify.report import host_input
 from verify.report.boot_state import BootResult
 from verify.report.hook_state import HookResult, StateError
 from verify.report.kept_files import KEPT
@@ -83,22 +84,24 @@ def kept_result(source: str, entry: Any) -> KeptResult | Unusable | None:
     """One entry of `read_kept_files()["files"]`: its result, why it is unusable, or None when the file is missing."""
     if not isinstance(entry, Mapping):
         return Unusable(source, KEPT.get(source, source), "the host's answer for it is not an object")
-    path = str(entry.get("path", KEPT.get(source, source)))
+    path = host_input.inert(str(entry.get("path", KEPT.get(source, source))))
     if entry.get("missing") is True:
         return None
     if "error" in entry:
-        return Unusable(source, path, str(entry["error"]))
+        return Unusable(source, path, host_input.inert(str(entry["error"])))
     text = entry.get("text")
     if not isinstance(text, str):
         return Unusable(source, path, "no contents")
     try:
-        document = json.loads(text)
+        document = host_input.loads(text)
     except ValueError as error:
         return Unusable(source, path, f"not JSON: {error}")
     try:
         return _result(source, document, path)
     except ReportError as error:
         return Unusable(source, path, str(error))
+    except Exception as error:  # noqa: BLE001 - a reader's bug on hostile input: this file's finding, not a crash
+        return Unusable(source, path, f"unreadable ({type(error).__name__}: {host_input.inert(str(error))[:200]})")
 
 
 def _verification(document: Mapping, path: str) -> KeptResult:
@@ -147,4 +150,5 @@ def kept_results(answer: Any) -> tuple[dict[str, KeptResult], list[Unusable], fl
         elif isinstance(found, Unusable):
             unusable.append(found)
     now = answer.get("now")
-    return results, unusable, float(now) if isinstance(now, (int, float)) and not isinstance(now, bool) else None
+    usable = isinstance(now, (int, float)) and not isinstance(now, bool) and math.isfinite(now)
+    return results, unusable, float(now) if usable else None

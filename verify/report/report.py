@@ -23,12 +23,16 @@ This module only shapes and judges data; it runs nothing and reads no files (exc
 from __future__ import annotations
 
 import json
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from verify.question import Question, QuestionError, request_differences
+from verify.question import REQUEST_FIELDS, Question, QuestionError, request_differences
+from verify.report.host_input import inert_document
 
 if TYPE_CHECKING:  # imported where it is used: reading or judging a report needs neither dpkg's nor the ELF reader
     from verify.debian.strays import StraysReport
@@ -115,6 +119,9 @@ class Nf4Run:
     status: str
     roundtrip_mean_abs_error: float | None
     gpu_pass: bool = False
+    # The 4-bit matmul paths (None in a report written before they were measured):
+    fused_rows: str | None = None  # the M values bitsandbytes' fused kernel ran at, "1–8"; "": none (a CPU)
+    kernel_error_of_bound: float | None = None  # the worst kernel error as a share of its bound (< 1 passes)
 
 
 @dataclass(frozen=True)
@@ -385,7 +392,8 @@ class Report:
 
     @classmethod
     def from_json(cls, data: Any) -> Report:
-        """The report in `data` (a parsed JSON document); ReportError with one line when it is not one."""
+        """The report in `data` (a parsed JSON document); ReportError with one line when it is not one. Its text is made
+        inert first (verify/report/host_input.py): whatever reads a report from here on prints no control sequence."""
         if not isinstance(data, Mapping) or data.get("kind") != KIND:
             raise ReportError("not a rocm-fleet report")
         if data.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
@@ -393,6 +401,7 @@ class Report:
                 f"report schema_version {data.get('schema_version')!r} is not one this checkout reads "
                 f"({', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}) — update the checkout"
             )
+        data = inert_document(dict(data))
         _require(data, ("generated_at", "tool", "host", "request", "facts", "verdict", "reason", "checks"), "report")
         checks = tuple(_check(c) for c in _list(data["checks"], "checks"))
         if not checks:
@@ -414,12 +423,23 @@ class Report:
 
 
 def _request(data: Any) -> Question:
+    """The question a report's `request` states, its fields of the JSON types the question's fields take."""
     if not isinstance(data, Mapping):
         raise ReportError("request is not an object")
+    for name, allowed in _request_types().items():
+        if name in data and not _holds(data[name], allowed):
+            expected = " or ".join(dict.fromkeys(map(_json_name, allowed)))
+            raise ReportError(f"request.{name} is {_json_name(data[name])}, not {expected}")
     try:
         return Question.from_request(data)
     except QuestionError as error:
         raise ReportError(str(error)) from None
+
+
+@cache
+def _request_types() -> dict[str, tuple[type, ...]]:
+    hints = typing.get_type_hints(Question)
+    return {name: _plain_types(str if hints[name] is Path else hints[name]) for name in REQUEST_FIELDS}
 
 
 def _check(data: Any) -> CheckResult:
@@ -634,10 +654,47 @@ def _record(cls, data: Any, where: str):
         raise ReportError(f"{where} is not an object")
     known = fields(cls)
     _require(data, (f.name for f in known if f.default is MISSING and f.default_factory is MISSING), where)
+    for name, allowed in _json_types(cls).items():
+        if name in data and not _holds(data[name], allowed):
+            expected = " or ".join(dict.fromkeys(map(_json_name, allowed)))
+            raise ReportError(f"{where}.{name} is {_json_name(data[name])}, not {expected}")
     try:
         return cls(**{f.name: data[f.name] for f in known if f.name in data})
     except ValueError as error:  # CheckResult's own check of its status
         raise ReportError(f"{where}: {error}") from None
+
+
+_JSON_NAMES = {str: "a string", bool: "true or false", int: "a number", float: "a number", type(None): "null"}
+
+
+def _holds(value: Any, allowed: tuple[type, ...]) -> bool:
+    """Whether a JSON value is of one of the `allowed` types (true and false are not numbers here)."""
+    if isinstance(value, bool):
+        return bool in allowed
+    return isinstance(value, allowed)
+
+
+def _json_name(value: Any) -> str:
+    """How a JSON value (or a type of one) is named in a line: "a string", "a number", "a list" …"""
+    kind = value if isinstance(value, type) else type(value)
+    return _JSON_NAMES.get(kind) or {dict: "an object", list: "a list"}.get(kind, kind.__name__)
+
+
+@cache
+def _json_types(cls) -> dict[str, tuple[type, ...]]:
+    """The JSON types each plain field of a record may hold (str, numbers, bools, None); fields holding records,
+    lists or objects are left to their own readers."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: allowed for f in fields(cls) if (allowed := _plain_types(hints[f.name]))}
+
+
+def _plain_types(hint: Any) -> tuple[type, ...]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        parts = [_plain_types(arg) for arg in typing.get_args(hint)]
+        return () if not all(parts) else tuple(kind for part in parts for kind in part)
+    if hint is float:
+        return (int, float)
+    return (hint,) if hint in (str, bool, int, type(None)) else ()
 
 
 def _to_json(value: Any) -> Any:

@@ -96,7 +96,10 @@ def select_bnb_library(
         return BnbChoice(
             package_dir / f"libbitsandbytes_rocm{SUFFIX}",
             f"torch.version.hip {torch_hip!r} has no major.minor",
-            error=f"torch.version.hip {torch_hip!r} is unreadable: bitsandbytes finds no GPU specs and loads its CPU library",
+            error=(
+                f"torch.version.hip {torch_hip!r} is unreadable: bitsandbytes finds no GPU specs and loads its CPU "
+                "library"
+            ),
         )
     exact_name = f"libbitsandbytes_rocm{runtime[0]}{runtime[1]}{SUFFIX}"
     available = packaged_rocm_libraries(package_dir)

@@ -52,7 +52,8 @@ def torch_import_dlopens(site_packages: Path, python_tag: str | None = None) -> 
     dlopens: list[Path] = []
     if (torch_dir / "_rocm_init.py").exists():
         notes.append(
-            "torch/_rocm_init.py present: this torch preloads ROCm from rocm-sdk wheels, which this model does not follow"
+            "torch/_rocm_init.py present: this torch preloads ROCm from rocm-sdk wheels, which this model does not "
+            "follow"
         )
     global_deps = torch_dir / "lib" / "libtorch_global_deps.so"
     if _use_global_deps(torch_dir) and global_deps.exists():

@@ -9,9 +9,9 @@ one. The kernel that boots next is taken to be the newest installed one (GRUB's 
 /etc/default/grub's GRUB_DEFAULT is recorded when it says otherwise, not interpreted.
 
 Files read (under a root, for images and tests): /lib/modules/<release>/{kernel/drivers/gpu/drm/amd/amdgpu,
-updates/dkms,updates,extra}/amdgpu.ko[.zst|.xz|.gz] (or amdgpu in its modules.builtin), /boot/vmlinuz-*, /run/reboot-required(.pkgs), the modprobe.d
-files and /proc/cmdline (verify/system/modprobe.py), /sys/module/amdgpu and /dev/kfd (only for the running system).
-Nothing is executed, no module is loaded.
+updates/dkms,updates,extra}/amdgpu.ko[.zst|.xz|.gz] (or amdgpu in its modules.builtin), /boot/vmlinuz-*,
+/run/reboot-required(.pkgs), the modprobe.d files and /proc/cmdline (verify/system/modprobe.py), /sys/module/amdgpu and
+/dev/kfd (only for the running system). Nothing is executed, no module is loaded.
 """
 
 from __future__ import annotations

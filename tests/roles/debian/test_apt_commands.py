@@ -38,7 +38,8 @@ def test_inner_commands_all_see_it_and_exit_status_is_kept():
 def test_a_lock_failure_adds_one_line_naming_the_timeout():
     done = _sh(
         with_dpkg_lock_timeout(
-            "echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; exit 100",
+            "echo 'E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt-get)' >&2; exit "
+            "100",
             5,
         )
     )

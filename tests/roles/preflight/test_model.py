@@ -195,7 +195,7 @@ def test_an_apus_igpu_beside_a_discrete_gpu_is_named_with_amds_advice():
     verdict = check(_host(gpus=gpus))
     assert verdict.fit and verdict.warnings == (
         "integrated GPU 0000:0e:00.0 Raphael (gfx1036) beside the discrete GPU(s) 0000:03:00.0 (0x744c): the ROCm "
-        "runtime may crash with the iGPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — disable "
-        "the integrated GPU in the BIOS; until then the verification runs NF4 on the discrete GPU(s) only and names the "
-        "HIP_VISIBLE_DEVICES value that hides the iGPU",
+        "runtime may crash with the iGPU enumerated, even with HIP_VISIBLE_DEVICES set (AMD's prerequisites) — "
+        "disable the integrated GPU in the BIOS; until then the verification runs NF4 on the discrete GPU(s) only and "
+        "names the HIP_VISIBLE_DEVICES value that hides the iGPU",
     )

@@ -90,9 +90,15 @@ def test_upgrade_in_place_of_a_removed_release_is_an_install():
 
 
 NOBLE = {
-    ROCM_LIST: "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 noble main\n"
-    "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/7.2.4/ubuntu noble main\n",
-    AMDGPU_LIST: "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main\n",
+    ROCM_LIST: (
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/7.2.4 noble main\n"
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] "
+        "https://repo.radeon.com/graphics/7.2.4/ubuntu noble main\n"
+    ),
+    AMDGPU_LIST: (
+        "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] "
+        "https://repo.radeon.com/amdgpu/30.30.4/ubuntu noble main\n"
+    ),
 }
 
 
@@ -105,13 +111,13 @@ def test_lists_as_expected_pass_with_comments_and_trailing_slashes():
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (lambda l: {**l, ROCM_LIST: l[ROCM_LIST].replace("7.2.4", "7.2.1")}, "rocm.list: unexpected"),
-        (lambda l: {**l, AMDGPU_LIST: l[AMDGPU_LIST].replace("30.30.4", "30.30.1")}, "amdgpu.list: unexpected"),
-        (lambda l: {**l, ROCM_LIST: l[ROCM_LIST].splitlines()[0] + "\n"}, "rocm.list: lacks"),
-        (lambda l: {k: v.replace("noble", "jammy") for k, v in l.items()}, "rocm.list: unexpected"),
-        (lambda l: {ROCM_LIST: l[ROCM_LIST]}, "amdgpu.list is missing"),
+        (lambda ls: {**ls, ROCM_LIST: ls[ROCM_LIST].replace("7.2.4", "7.2.1")}, "rocm.list: unexpected"),
+        (lambda ls: {**ls, AMDGPU_LIST: ls[AMDGPU_LIST].replace("30.30.4", "30.30.1")}, "amdgpu.list: unexpected"),
+        (lambda ls: {**ls, ROCM_LIST: ls[ROCM_LIST].splitlines()[0] + "\n"}, "rocm.list: lacks"),
+        (lambda ls: {k: v.replace("noble", "jammy") for k, v in ls.items()}, "rocm.list: unexpected"),
+        (lambda ls: {ROCM_LIST: ls[ROCM_LIST]}, "amdgpu.list is missing"),
         (
-            lambda l: {**l, ROCM_LIST: l[ROCM_LIST] + "deb https://repo.radeon.com/rocm/apt/6.4 noble main\n"},
+            lambda ls: {**ls, ROCM_LIST: ls[ROCM_LIST] + "deb https://repo.radeon.com/rocm/apt/6.4 noble main\n"},
             "rocm.list: unexpected https://repo.radeon.com/rocm/apt/6.4 noble",
         ),
     ],

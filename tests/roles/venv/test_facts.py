@@ -18,7 +18,6 @@ from roles.venv.facts import HostPython3, VenvContents
 from roles.venv.model import HostPython, VenvState
 from tests.support.host_pythons import OTHER_PYTHONS, interpreter, path_with
 
-
 ME = pwd.getpwuid(os.getuid()).pw_name
 
 
@@ -33,8 +32,12 @@ def run_fact(fact, env=None, **arguments):
 
 def test_host_python3_of_this_machine():
     found = run_fact(HostPython3())
-    version = subprocess.run(["python3", "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        ["python3", "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert found == HostPython(version, os.confstr("CS_GNU_LIBC_VERSION").split()[1], platform.machine())
 
 
@@ -70,7 +73,9 @@ def test_venv_contents_read_by_each_hosts_python3_is_what_debians_reads(tmp_path
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
     site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
     (site / "Caf\u00e9_Pkg-1.0+local.dist-info").mkdir()
-    (site / "Caf\u00e9_Pkg-1.0+local.dist-info" / "METADATA").write_text("Name: Caf\u00e9_Pkg\nVersion: 1.0+local\n\nbody\n")
+    (site / "Caf\u00e9_Pkg-1.0+local.dist-info" / "METADATA").write_text(
+        "Name: Caf\u00e9_Pkg\nVersion: 1.0+local\n\nbody\n"
+    )
     python3 = interpreter(version)
     theirs = run_fact(VenvContents(), env={**os.environ, "PATH": path_with(python3)}, path=str(tmp_path / "v"))
     assert theirs == run_fact(VenvContents(), path=str(tmp_path / "v"))
@@ -83,7 +88,9 @@ def test_venv_contents_absent_and_broken(tmp_path):
     python = tmp_path / "v" / "bin" / "python"
     python.unlink()
     python.symlink_to("/usr/bin/python3.0-gone")  # the interpreter the venv was made from was removed
-    assert run_fact(VenvContents(), path=str(tmp_path / "v")).broken == "bin/python points to an interpreter that is gone"
+    assert (
+        run_fact(VenvContents(), path=str(tmp_path / "v")).broken == "bin/python points to an interpreter that is gone"
+    )
 
 
 def test_venv_contents_path_with_a_space(tmp_path):
@@ -109,7 +116,7 @@ def test_the_venvs_own_code_never_runs(tmp_path):
     ran = tmp_path / "ran"
     python = tmp_path / "v" / "bin" / "python"
     python.unlink()
-    python.write_text(f"#!/bin/sh\necho python >> {ran}\nexec {sys.executable} \"$@\"\n")
+    python.write_text(f'#!/bin/sh\necho python >> {ran}\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     site = next((tmp_path / "v" / "lib").glob("python3*/site-packages"))
     (site / "zz.pth").write_text(f"import os; open({str(ran)!r}, 'a').write('pth %d\\n' % os.getuid())\n")
@@ -181,7 +188,8 @@ def test_files_of_another_account_in_the_venv_are_named(tmp_path):
 
 
 def test_a_foreign_file_deep_in_the_venv_is_named_through_a_linked_venv_path_and_links_inside_are_not_followed(
-        tmp_path):
+    tmp_path,
+):
     """The walk as it was with os.walk + lstat: the top followed when it is a symlink, every entry below looked at
     without following it, named by the path given."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
@@ -196,8 +204,9 @@ def test_a_foreign_file_deep_in_the_venv_is_named_through_a_linked_venv_path_and
     deep.mkdir(parents=True)
     (deep / "theirs.py").write_text("")
     os.chown(deep / "theirs.py", 65534, 65534)
-    assert run_fact(VenvContents(), path=str(tmp_path / "v-link"), owner="root").foreign == \
-        str(tmp_path / "v-link" / "lib" / "a" / "b" / "theirs.py")
+    assert run_fact(VenvContents(), path=str(tmp_path / "v-link"), owner="root").foreign == str(
+        tmp_path / "v-link" / "lib" / "a" / "b" / "theirs.py"
+    )
     assert run_fact(VenvContents(), path=str(tmp_path / "v"), owner="root").foreign == str(deep / "theirs.py")
 
 

@@ -69,7 +69,9 @@ def test_requirement_met(spec, installed, met):
 
 def test_unmet_keeps_order():
     assert unmet(["torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1"], {"torch": "2.13.0+cpu"}) == (
-        "torch==2.13.0+rocm7.2", "bitsandbytes==0.50.1")
+        "torch==2.13.0+rocm7.2",
+        "bitsandbytes==0.50.1",
+    )
 
 
 def test_a_venv_of_another_account_or_with_its_files_is_replaced_never_chowned():
@@ -77,8 +79,10 @@ def test_a_venv_of_another_account_or_with_its_files_is_replaced_never_chowned()
     assert plan_venv("/v", VenvState("3.11.2", "root"), host, "alice").action == "replace"
     foreign = VenvState("3.11.2", "alice", foreign="/v/lib/python3.11/site-packages/x.py")
     assert plan_venv("/v", foreign, host, "alice") == VenvPlan(
-        "replace", "/v/lib/python3.11/site-packages/x.py in the venv does not belong to alice (an interrupted run as "
-                   "another account?): replacing the venv")
+        "replace",
+        "/v/lib/python3.11/site-packages/x.py in the venv does not belong to alice (an interrupted run as "
+        "another account?): replacing the venv",
+    )
     assert plan_venv("/v", VenvState("3.11.2", "alice"), host, "alice").action is None
 
 
@@ -86,4 +90,6 @@ def test_the_model_check_adds_transformers_and_accelerate_at_their_pins_unless_i
     assert model_check_requirements("off") == ()
     for verify_model in ("synthetic", "/srv/models/llama-13b"):
         assert model_check_requirements(verify_model) == (
-            f"transformers=={pins.TRANSFORMERS_VERSION}", f"accelerate=={pins.ACCELERATE_VERSION}")
+            f"transformers=={pins.TRANSFORMERS_VERSION}",
+            f"accelerate=={pins.ACCELERATE_VERSION}",
+        )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from packaging.utils import parse_wheel_filename
@@ -40,13 +39,13 @@ def test_hosts_pull_the_wheelhouse_from_the_controllers_server_for_the_run_only(
     from localfleet.fleet import Fleet
 
     port = free_port()
-    with Fleet.up(n=2, login="admin", data={"venv_owner": "alice",
-                                            "wheelhouse_serve": f"127.0.0.1:{port}"}) as fleet:
+    with Fleet.up(n=2, login="admin", data={"venv_owner": "alice", "wheelhouse_serve": f"127.0.0.1:{port}"}) as fleet:
         _with_alice(fleet)
         run = deploy(fleet.inventory, "tasks/venv.py")
         assert run.returncode == 0, run.explain()
         assert f"Venv | Wheelhouse {SET}: hashes (wheels pulled from http://127.0.0.1:{port}/{SET}/)" in (
-            run.changed_operations), run.explain()
+            run.changed_operations
+        ), run.explain()
         for host in fleet.hosts:
             assert host.run([f"{VENV}/bin/python", "-c", IMPORT]).stdout.split() == ["2.13.0+cpu", "0.50.1"]
             # Pulled, not pushed: only the hashes reached the host over SSH (and the upload's own record of them).
@@ -66,16 +65,20 @@ def test_a_server_that_serves_a_tampered_wheel_is_refused_by_hash_with_one_line(
 
     mirror = tmp_path / "mirror"
     port = free_port()
-    with Fleet.up(n=1, login="admin", data={"venv_owner": "alice",
-                                            "wheelhouse_url": f"http://127.0.0.1:{port}"}) as fleet:
+    with Fleet.up(
+        n=1, login="admin", data={"venv_owner": "alice", "wheelhouse_url": f"http://127.0.0.1:{port}"}
+    ) as fleet:
         _with_alice(fleet)
         # The controller prepares its wheelhouse while planning; a dry run is enough to have it (nothing changes).
         assert deploy(fleet.inventory, "tasks/venv.py", dry=True).returncode == 0
         shutil.copytree(Layout.default().wheelhouse / SET, mirror / SET)
         [tampered] = sorted((mirror / SET).glob("typing_extensions-*.whl"))
         tampered.write_bytes(tampered.read_bytes() + b"\0")  # one byte more: another sha256
-        server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port),
-                                   "--directory", str(mirror)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port), "--directory", str(mirror)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             while not is_listening(port):
                 assert server.poll() is None, "http.server did not start"

@@ -41,8 +41,11 @@ def test_the_seed_gets_the_wheelhouse_once_and_the_others_pull_it_from_the_seed_
     from localfleet.fleet import Fleet
 
     port = free_port()
-    with Fleet.up(n=2, login="admin", data={"venv_owner": "alice", "wheelhouse_seed": "ws1",
-                                            "wheelhouse_seed_serve": f"127.0.0.1:{port}"}) as fleet:
+    with Fleet.up(
+        n=2,
+        login="admin",
+        data={"venv_owner": "alice", "wheelhouse_seed": "ws1", "wheelhouse_seed_serve": f"127.0.0.1:{port}"},
+    ) as fleet:
         for host in fleet.hosts:
             host.run(["useradd", "--create-home", "alice"])
         run = deploy(fleet.inventory, "tasks/venv.py")
@@ -50,7 +53,8 @@ def test_the_seed_gets_the_wheelhouse_once_and_the_others_pull_it_from_the_seed_
         # One operation for both hosts, named by each host's part of it: pushed to ws1, pulled by ws2.
         assert operation_names(run.log, f"Venv | Wheelhouse {SET}") == {
             f"Venv | Wheelhouse {SET}",
-            f"Venv | Wheelhouse {SET}: hashes (wheels pulled from http://127.0.0.1:{port}/{SET}/)"}, run.explain()
+            f"Venv | Wheelhouse {SET}: hashes (wheels pulled from http://127.0.0.1:{port}/{SET}/)",
+        }, run.explain()
 
         controller_set = wheelhouse_files(Layout.default().wheelhouse / SET)
         wheels = {name for name in controller_set if name.endswith(".whl")}
@@ -85,7 +89,8 @@ def test_the_seed_gets_the_wheelhouse_once_and_the_others_pull_it_from_the_seed_
         assert failed.returncode == 1, failed.explain()
         why = f"cannot listen on 127.0.0.1:{port}: Address already in use"
         assert [line for line in host_lines(failed.log, "ws2") if "wheelhouse_seed" in line] == [
-            relay_failure_line("ws2", "ws1", "127.0.0.1", port, why)], failed.explain()
+            relay_failure_line("ws2", "ws1", "127.0.0.1", port, why)
+        ], failed.explain()
         assert "[ws1] Success" not in failed.log, failed.explain()
         assert "Traceback" not in failed.log, failed.explain()
         assert _seed_servers() == []

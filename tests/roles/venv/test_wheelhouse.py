@@ -31,8 +31,13 @@ def _fake_set(directory: Path, files: dict[str, bytes], recipe: dict) -> None:
     directory.mkdir(parents=True)
     for name, content in files.items():
         (directory / name).write_bytes(content)
-    stamp = {"recipe": recipe, "files": {name: {"size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
-                                         for name, content in files.items()}}
+    stamp = {
+        "recipe": recipe,
+        "files": {
+            name: {"size": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+            for name, content in files.items()
+        },
+    }
     (directory / STAMP).write_text(json.dumps(stamp))
 
 
@@ -117,14 +122,15 @@ def test_a_wheel_changed_in_the_last_seconds_is_hashed_each_time_not_recorded(tm
 
 def test_requirements_list_every_wheel_with_its_sha256(tmp_path):
     recipe = _recipe()
-    wheels = {"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": b"t",
-              "Jinja2-3.1.6-py3-none-any.whl": b"j"}
+    wheels = {"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": b"t", "Jinja2-3.1.6-py3-none-any.whl": b"j"}
     _fake_set(tmp_path / "a", wheels, recipe)
     wheelhouse._verified.clear()
     assert wheelhouse._complete(tmp_path / "a", recipe)
     sha = {name: hashlib.sha256(content).hexdigest() for name, content in wheels.items()}
-    expected = (f"jinja2==3.1.6 --hash=sha256:{sha['Jinja2-3.1.6-py3-none-any.whl']}\n"
-                f"torch==2.13.0+cpu --hash=sha256:{sha['torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl']}\n")
+    expected = (
+        f"jinja2==3.1.6 --hash=sha256:{sha['Jinja2-3.1.6-py3-none-any.whl']}\n"
+        f"torch==2.13.0+cpu --hash=sha256:{sha['torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl']}\n"
+    )
     assert (tmp_path / "a" / REQUIREMENTS).read_text() == expected
     files = wheelhouse.wheelhouse_files(tmp_path / "a")
     assert files == {**sha, REQUIREMENTS: hashlib.sha256(expected.encode()).hexdigest()}
@@ -162,14 +168,17 @@ def test_real_wheelhouse_for_debian12():
     assert {"numpy", "packaging", "filelock", "sympy"} <= set(wheels)
     # Every wheel installs on the host: its tags meet CPython 3.11 on glibc 2.36 x86_64 (not merely this controller).
     accepted = set(tags.cpython_tags((3, 11), platforms=wheel_platforms("2.36", "x86_64"))) | set(
-        tags.compatible_tags((3, 11), "cp311", platforms=wheel_platforms("2.36", "x86_64")))
+        tags.compatible_tags((3, 11), "cp311", platforms=wheel_platforms("2.36", "x86_64"))
+    )
     for name in wheels.values():
         assert parse_wheel_filename(name)[3] & accepted, f"{name} does not install on CPython 3.11 / glibc 2.36"
     stamp = json.loads((directory / STAMP).read_text())
     assert sorted(stamp["files"]) == sorted(wheels.values())
     for name, entry in stamp["files"].items():
-        assert entry == {"size": (directory / name).stat().st_size,
-                         "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest()}
+        assert entry == {
+            "size": (directory / name).stat().st_size,
+            "sha256": hashlib.sha256((directory / name).read_bytes()).hexdigest(),
+        }
     assert (directory / REQUIREMENTS).read_text() == requirements_text(stamp["files"])
 
 
@@ -185,8 +194,10 @@ def test_real_wheelhouse_with_the_model_check_holds_transformers_and_its_depende
     others = [*OTHERS, *model_check_requirements("synthetic")]
     base = REPO / ".cache" / "wheelhouse-model-check"
     directory = prepare_wheelhouse(base, DEBIAN12, TORCH_SPEC, TORCH_INDEX, others)
-    wheels = {str(parse_wheel_filename(path.name)[0]): str(parse_wheel_filename(path.name)[1])
-              for path in directory.glob("*.whl")}
+    wheels = {
+        str(parse_wheel_filename(path.name)[0]): str(parse_wheel_filename(path.name)[1])
+        for path in directory.glob("*.whl")
+    }
     assert wheels["transformers"] == pins.TRANSFORMERS_VERSION and wheels["accelerate"] == pins.ACCELERATE_VERSION
     assert {"huggingface-hub", "tokenizers", "safetensors", "torch", "bitsandbytes"} <= set(wheels)
     required = {line.split("==")[0]: line for line in (directory / REQUIREMENTS).read_text().splitlines()}
@@ -202,19 +213,26 @@ def test_pip_installs_the_set_in_hash_checking_mode_and_refuses_a_changed_wheel(
     from roles.venv.operations import PIP
 
     directory = prepare_wheelhouse(Layout.default().wheelhouse, DEBIAN12, TORCH_SPEC, TORCH_INDEX, OTHERS)
-    small = {name for name in json.loads((directory / STAMP).read_text())["files"]
-             if parse_wheel_filename(name)[0] in ("packaging", "filelock")}
+    small = {
+        name
+        for name in json.loads((directory / STAMP).read_text())["files"]
+        if parse_wheel_filename(name)[0] in ("packaging", "filelock")
+    }
     assert len(small) == 2
     house = tmp_path / "house"
     house.mkdir()
     for name in small:
         (house / name).write_bytes((directory / name).read_bytes())
-    lines = [line for line in (directory / REQUIREMENTS).read_text().splitlines()
-             if line.split("==")[0] in ("packaging", "filelock")]
+    lines = [
+        line
+        for line in (directory / REQUIREMENTS).read_text().splitlines()
+        if line.split("==")[0] in ("packaging", "filelock")
+    ]
     (house / REQUIREMENTS).write_text("\n".join(lines) + "\n")
     subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "v")], check=True)
-    install = (f"{tmp_path}/v/bin/python {PIP} --no-index --find-links {house} --require-hashes "
-               f"-r {house / REQUIREMENTS}")
+    install = (
+        f"{tmp_path}/v/bin/python {PIP} --no-index --find-links {house} --require-hashes -r {house / REQUIREMENTS}"
+    )
     done = subprocess.run(["sh", "-c", install], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     subprocess.run([f"{tmp_path}/v/bin/python", "-m", "pip", "uninstall", "-y", "-q", "filelock"], check=True)

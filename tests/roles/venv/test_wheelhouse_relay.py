@@ -37,7 +37,8 @@ def flat():
         directory.mkdir(mode=0o755)
         data = dummy_wheel(directory / WHEEL)
         (directory / "requirements.txt").write_text(
-            f"rocm-fleet-dummy==1.0 --hash=sha256:{hashlib.sha256(data).hexdigest()}\n")
+            f"rocm-fleet-dummy==1.0 --hash=sha256:{hashlib.sha256(data).hexdigest()}\n"
+        )
         (directory / ".rocm-fleet-sha256").write_text("record\n")
         (top / "secret.whl").write_bytes(b"outside the wheelhouse")
         (directory / "linked-1.0-py3-none-any.whl").symlink_to(top / "secret.whl")
@@ -50,8 +51,12 @@ def flat():
 
 
 def _start(directory: Path, port: int) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(["sh", "-c", seed_server_command(str(directory), SET, "127.0.0.1", port)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        ["sh", "-c", seed_server_command(str(directory), SET, "127.0.0.1", port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     return process, process.stdout.readline().decode().strip()
 
 
@@ -72,14 +77,37 @@ def test_the_seed_serves_its_wheels_as_nobody_to_pip_and_stops_when_its_stdin_cl
         assert status["Groups"].split() == []
 
         assert _status(port, f"/{SET}/")[1].count(b"<a href=") == 1
-        for path in (f"/{SET}/requirements.txt", f"/{SET}/.rocm-fleet-sha256", f"/{SET}/linked-1.0-py3-none-any.whl",
-                     f"/cp312-manylinux_2_36_x86_64/{WHEEL}", "/cp312-manylinux_2_36_x86_64/", "/", "/secret.whl"):
+        for path in (
+            f"/{SET}/requirements.txt",
+            f"/{SET}/.rocm-fleet-sha256",
+            f"/{SET}/linked-1.0-py3-none-any.whl",
+            f"/cp312-manylinux_2_36_x86_64/{WHEEL}",
+            "/cp312-manylinux_2_36_x86_64/",
+            "/",
+            "/secret.whl",
+        ):
             assert _status(port, path)[0] == 404, path
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--no-index",
-             "--no-cache-dir", "--find-links", f"http://127.0.0.1:{port}/{SET}/", "--require-hashes",
-             "-r", str(flat / "requirements.txt"), "--target", str(tmp_path / "target")],
-            capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--isolated",
+                "--disable-pip-version-check",
+                "--no-index",
+                "--no-cache-dir",
+                "--find-links",
+                f"http://127.0.0.1:{port}/{SET}/",
+                "--require-hashes",
+                "-r",
+                str(flat / "requirements.txt"),
+                "--target",
+                str(tmp_path / "target"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert (tmp_path / "target" / "rocm_fleet_dummy" / "__init__.py").read_text() == "x = 1\n"
 
@@ -109,9 +137,16 @@ def test_a_login_that_is_not_root_serves_as_itself(flat):
     """An SSH login that is not root (and no sudo) cannot switch accounts: the command then serves as that login."""
     nobody = pwd.getpwnam("nobody")
     port = free_port()
-    process = subprocess.Popen(["sh", "-c", seed_server_command(str(flat), SET, "127.0.0.1", port)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
-                               user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
+    process = subprocess.Popen(
+        ["sh", "-c", seed_server_command(str(flat), SET, "127.0.0.1", port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+        user=nobody.pw_uid,
+        group=nobody.pw_gid,
+        extra_groups=[],
+    )
     try:
         assert process.stdout.readline().decode().strip() == f"{READY}127.0.0.1:{port}", process.stderr.read()
         assert _status(port, f"/{SET}/{WHEEL}") == (200, (flat / WHEEL).read_bytes())
@@ -124,4 +159,5 @@ def test_the_failure_line_names_host_seed_address_and_fix():
     assert relay_failure_line("ws2", "ws1", "10.0.0.11", 8765, "the seed is not in this run") == (
         "ws2: wheelhouse_seed ws1: it cannot serve the wheelhouse at 10.0.0.11:8765 (the seed is not in this run) — "
         "run the seed in the same run, and give wheelhouse_seed_serve a free port on an address of the seed that "
-        "the other hosts reach")
+        "the other hosts reach"
+    )

@@ -51,8 +51,8 @@ def write_inventory(path: Path, venv: Path, reports: Path) -> Path:
     path.write_text(
         "workstations = [\n"
         f"    ('@local', {data!r}),\n"
-        f"    ('ws-down', {{'ssh_hostname': '127.0.0.1', 'ssh_port': {closed_port()}, 'reports_dir': {str(reports)!r}}}),\n"
-        "]\n"
+        "    ('ws-down', "
+        f"{{'ssh_hostname': '127.0.0.1', 'ssh_port': {closed_port()}, 'reports_dir': {str(reports)!r}}}),\n]\n"
     )
     return path
 

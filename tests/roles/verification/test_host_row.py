@@ -14,7 +14,7 @@ from roles.verification.summary import render_markdown
 from roles.verification.summary_html import render_html
 from tests.support.fleet_reports import STRAY, report_of
 from tests.support.report_samples import FACTS, RUNTIME, STATIC, edited, sample, sample_report
-from verify.report.report import BootCheckFacts, CheckResult, KernelFacts, ModelRun, Report, StraysFacts
+from verify.report.report import BootCheckFacts, CheckResult, KernelFacts, ModelRun, Nf4Run, Report, StraysFacts
 
 
 def _hook(kind: str) -> Later:
@@ -148,6 +148,22 @@ def test_the_kernel_cell_says_what_boots_next_and_a_failed_boot_check():
     passed = kernel_cell(boot_check=replace(boot, verdict="pass", reason="all 18 checks passed"))
     assert passed.cells[column] == "6.8.0-51-generic" and passed.boot.startswith("boot-time check: PASS in ")
     assert kernel_cell(kernel=None).cells[column] == "not checked"  # a version-1 report
+
+
+def test_the_nf4_column_says_where_the_fused_kernel_ran_and_reads_older_reports():
+    """The NF4 column: the round trip's error per device and, on a GPU, the rows (tokens per step) bitsandbytes' fused
+    kernel ran at — the path of one-token decoding; a report written before the paths were measured shows what it
+    showed; a CPU run says it is not a GPU pass."""
+
+    def cell(runs: tuple[Nf4Run, ...]) -> str:
+        checks = [CheckResult(i, i, "pass", "ok") for i in STATIC + RUNTIME]
+        report = replace(sample(checks=checks), facts=replace(FACTS, nf4=runs))
+        return row_for(HostOutcome("ws1", VERIFIED, report)).cells[COLUMNS.index("NF4 error") - 1]
+
+    two = (Nf4Run("cuda:0", "pass", 0.0727, True, "1–8", 0.04), Nf4Run("cuda:1", "fail", 0.0727, True, "1–4", 52.0))
+    assert cell(two) == "cuda:0 0.0727, fused M 1–8; cuda:1 0.0727, fused M 1–4 ✗"
+    assert cell((Nf4Run("cuda:0", "pass", 0.0727, True),)) == "cuda:0 0.0727"  # an older report
+    assert cell((Nf4Run("cpu", "pass", 0.0727, False, "", 0.03),)) == "cpu 0.0727 (CPU, not a GPU pass)"
 
 
 def test_the_model_column_says_per_device_how_the_4bit_model_did_and_whether_a_checkpoint_fits():

@@ -46,8 +46,9 @@ def test_no_system_rocm_names_the_library_where_the_loader_looked_and_the_fix(im
     check = linkage(report)
     assert check["status"] == "fail" and code == 1
     assert check["reason"] == (
-        "libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH /opt/rocm/lib:/opt/rocm-7.2.4/lib, "
-        "system dirs — install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms) (also: libhipblaslt.so.1 not found)"
+        "libhipblas.so.3 (needed by libbitsandbytes_rocm72.so) not found via RUNPATH "
+        "/opt/rocm/lib:/opt/rocm-7.2.4/lib, system dirs — install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm "
+        "--no-dkms) (also: libhipblaslt.so.1 not found)"
     )
     assert any("libhipblaslt.so.1" in problem for problem in check["evidence"]["problems"])
     assert report["reason"].startswith("linkage.static: libhipblas.so.3")

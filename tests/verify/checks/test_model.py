@@ -105,6 +105,13 @@ def test_synthetic_model_on_cpu_passes_within_bounds_and_says_it_is_not_a_gpu_pa
     assert evidence["peak_memory_4bit"] is None  # no device memory on the CPU
     assert evidence["versions"]["transformers"] == "5.24.0" and evidence["versions"]["bitsandbytes"] == "0.50.1"
     assert evidence["model"]["config"]["hidden_size"] == model_bounds.HIDDEN
+    # Generation itself: one-token decoding agrees with a forward pass of the same model up to bf16 rounding, and the
+    # reference, teacher-forced on the generated tokens, agrees with them.
+    assert evidence["decode_finite"] is True
+    assert 0 < evidence["incremental_decode_error"] < model_bounds.decode_error_bound("bfloat16", True) / 2
+    assert evidence["continuation_cosine"] > model_bounds.CONTINUATION_COSINE_LOW
+    assert evidence["continuation_top1"] >= model_bounds.CONTINUATION_TOP1_LOW
+    assert "one-token decoding = full forward within " in check.reason and "continuation top-1 " in check.reason
 
 
 @pytest.mark.slow
@@ -144,6 +151,41 @@ def test_the_dequantizing_path_itself_passes_with_the_real_dequantizer(planted):
     run = _run(SYNTHETIC_CPU, planted("wrong_nf4_dequantizer", STANDIN_DEQUANTIZER="real"))
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == PASS, check.reason
+
+
+GENERATION_FAULTS = [
+    pytest.param("broken_4bit_matmul", {"STANDIN_FAULT": "rows-1"}, id="fused path broken for M=1 only"),
+    pytest.param("broken_4bit_matmul", {"STANDIN_FAULT": "rows-8"}, id="fused path broken for M<=8"),
+    pytest.param("broken_4bit_matmul", {"STANDIN_FAULT": "bfloat16"}, id="fused path broken for bf16 only"),
+    pytest.param("decode_only_linear4bit", {}, id="Linear4bit subclass wrong for one token"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("standin", "environ"), GENERATION_FAULTS)
+def test_model_check_fails_when_only_the_path_of_decoding_is_broken(planted, standin, environ):
+    """The faults of issue 24: dequantize_4bit and every many-token matmul right, the one-token steps wrong. The
+    prompt's logits — what the check compared before — cannot tell; one-token decoding against a forward pass can."""
+    run = _run(SYNTHETIC_CPU, planted(standin, **environ))
+    check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
+    assert check.status == FAIL, check.reason
+    healthy = _run(SYNTHETIC_CPU).data["devices"][0]
+    assert check.evidence["logits_cosine"] == healthy["logits_cosine"]  # the prompt's logits: unchanged
+    assert check.evidence["incremental_decode_error"] > 10 * model_bounds.decode_error_bound("bfloat16", True)
+    assert "one-token decoding through the KV cache differs from a forward pass of the same 4-bit model" in (
+        check.reason
+    )
+
+
+@pytest.mark.slow
+def test_the_planted_kernel_with_nothing_broken_passes_the_model_check(planted):
+    """The control for the test above: the same planted gemm_4bit kernel, computing right."""
+    run = _run(SYNTHETIC_CPU, planted("broken_4bit_matmul", STANDIN_FAULT="none"))
+    check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
+    assert check.status == PASS, check.reason
+    assert (
+        check.evidence["incremental_decode_error"] == _run(SYNTHETIC_CPU).data["devices"][0]["incremental_decode_error"]
+    )
 
 
 @pytest.mark.slow
@@ -299,8 +341,9 @@ def test_synthetic_model_on_a_gpu_through_a_mocked_gpu_boundary():
     check = _only(judge_model(_mocked_gpu_run(20 * 2**30, want), want), "model.cuda0")
     assert check.status == PASS, check.reason
     assert check.evidence["gpu_pass"] is True and check.evidence["dtype"] == "float16"
-    assert check.evidence["peak_memory_reference"] == 100 * 2**20 + 1
-    assert check.evidence["peak_memory_4bit"] == 100 * 2**20 + 2
+    # The 4-bit model is measured first (the reference is then teacher-forced on its generated tokens).
+    assert check.evidence["peak_memory_4bit"] == 100 * 2**20 + 1
+    assert check.evidence["peak_memory_reference"] == 100 * 2**20 + 2
     assert check.reason.startswith("synthetic Llama 4x512 in 4-bit on cuda:0 (gfx1100): footprint 0.304 of fp16")
     assert "peak 100.0 MiB" in check.reason and "not a GPU pass" not in check.reason
     assert model_bounds.COSINE_LOW < check.evidence["logits_cosine"] < model_bounds.COSINE_HIGH
@@ -371,6 +414,25 @@ def test_verify_check_runs_the_model_check_after_nf4_on_the_cpu_as_the_owner_and
     (run,) = report["facts"]["model"]
     assert run["device"] == "cpu" and run["gpu_pass"] is False and run["status"] == PASS
     assert model_bounds.COSINE_LOW < run["logits_cosine"] < model_bounds.COSINE_HIGH
+    assert judge_report(report, exit_status=done.returncode).trustworthy
+
+
+@pytest.mark.slow
+def test_verify_check_fails_a_venv_whose_decoding_kernel_is_broken():
+    """The whole verification, as issue 24 tried it (torch 2.13.0 CPU, bitsandbytes 0.50.1, Transformers, probe as
+    nobody), with a fault that corrupts only the small-M 4-bit matmuls: NF4 fails and names the broken path, so the
+    model check does not run on that device. (The verdict fails here anyway: a CPU venv is no ROCm stack.)"""
+    with tempfile.TemporaryDirectory(prefix="model-planted-") as parent:
+        os.chmod(parent, 0o755)
+        standin = STANDINS / "broken_4bit_matmul" / "sitecustomize.py"
+        python = planted_venv(Path(parent) / "venv", standin, {"STANDIN_FAULT": "rows-8", "OMP_NUM_THREADS": "1"})
+        report, done = run_check(
+            python.parent.parent, "--device", "cpu", "--model", "synthetic", "--probe-user", "nobody"
+        )
+    assert report is not None, done.stderr
+    nf4_check = check_by_id(report, "nf4.cpu")
+    assert nf4_check["status"] == FAIL and "(M 1–8, K 256, a CPU gemm_4bit kernel)" in nf4_check["reason"]
+    assert check_by_id(report, "model.cpu")["status"] == SKIP
     assert judge_report(report, exit_status=done.returncode).trustworthy
 
 

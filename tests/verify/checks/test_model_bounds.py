@@ -67,3 +67,21 @@ def test_the_bounds_sit_inside_the_measured_correct_runs():
     top1_min = float(re.search(r"top-1 agreement min ([0-9.]+)", doc).group(1))
     assert model_bounds.COSINE_LOW < cosine_min and cosine_max < model_bounds.COSINE_HIGH
     assert model_bounds.TOP1_LOW < top1_min
+
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "verification-gpu-kernels.md"
+
+
+def test_the_generation_bounds_sit_outside_every_measured_correct_run():
+    """The measured ranges of docs/verification-gpu-kernels.md, read back: the decode bound keeps a factor 3 over the
+    worst correct run of each dtype, the continuation's bounds stay under the lowest."""
+    text = DOC.read_text()
+    for dtype, name in (("bfloat16", "bf16"), ("float16", "fp16")):
+        row = re.search(rf"\| \(a\) decode error, {name} \(2 / 4 / 8 layers\) \| [^|]+ \| [^|]+ \| ([^|]+) \|", text)
+        worst = max(float(value) for value in row.group(1).split("/"))
+        assert 3 * worst < model_bounds.decode_error_bound(dtype, synthetic=True), dtype
+    cosine_min = float(re.search(r"\| \(b\) continuation cosine \| ([0-9.]+) \|", text).group(1))
+    top1_min = float(re.search(r"\| \(b\) continuation top-1 \| ([0-9.]+) \|", text).group(1))
+    assert model_bounds.CONTINUATION_COSINE_LOW < cosine_min and model_bounds.CONTINUATION_TOP1_LOW < top1_min
+    # A checkpoint's looser bound still sits well under what a broken decoding kernel gave (0.43 and more).
+    assert model_bounds.decode_error_bound("float16", synthetic=False) < 0.43 / 4

@@ -1,5 +1,5 @@
-"""verify/checks/model_probe.py without torch: its time limit, with the system python3 (the probe's top level is standard
-library only). The probe with the real libraries is tested in test_model.py."""
+"""verify/checks/model_probe.py without torch: its time limit, with the system python3 (the probe's top level is
+standard library only). The probe with the real libraries is tested in test_model.py."""
 
 from __future__ import annotations
 

@@ -191,7 +191,7 @@ def test_a_probe_that_died_is_one_failure_with_its_last_words():
     assert result.status == FAIL and "signal 11" in result.reason
 
 
-# --- integrated GPUs (issue 11) ----------------------------------------------------------------------------------------
+# --- integrated GPUs (issue 11) ---------------------------------------------------------------------------------------
 
 
 def test_an_apus_integrated_gpu_beside_a_discrete_one_is_named_and_nf4_runs_on_the_discrete_one_only():
@@ -236,8 +236,8 @@ def _owned_venv(directory, owner_uid: int, log):
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "zz.pth").write_text(
-        "import os; f = open(%r, 'a'); f.write('%%d %%s %%s\\n' %% (os.getuid(), os.environ.get('HOME'), "
-        "os.environ.get('USER'))); f.close()\n" % str(log)
+        f"import os; f = open({str(log)!r}, 'a'); f.write('%d %s %s\\n' % (os.getuid(), os.environ.get('HOME'), "
+        "os.environ.get('USER'))); f.close()\n"
     )
     log.touch()
     log.chmod(0o666)

@@ -87,7 +87,8 @@ def test_a_dpkg_run_that_makes_things_worse_warns_then_clearing_it_says_so(copy,
     state = tmp_path / "state"
     first = lines(hook(copy, workstation.root, state))
     assert len(first) == 1 and first[0].startswith(
-        f"{PREFIX} baseline recorded for {VENV}: WARN — passed with warnings — linkage.static: two copies of libamdhip64"
+        f"{PREFIX} baseline recorded for {VENV}: WARN — passed with warnings — linkage.static: two copies of "
+        "libamdhip64"
     )
     assert lines(hook(copy, workstation.root, state)) == []  # nothing changed: apt's output stays quiet
     [unchanged] = lines(hook(copy, workstation.root, state, "--verbose"))
@@ -161,18 +162,20 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         (
             "venv gone",
             ["--venv", "/opt/gone"],
-            f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv",
+            f"{PREFIX} no check — /opt/gone: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. "
+            "/opt/rocm-fleet/venv",
         ),
         (
             "bad hook line",
             ["--expect-rocm", "7.2"],
-            f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run tasks/apt_hook.py again)",
+            f"{PREFIX} not run — --expect-rocm '7.2' is not a release like 7.2.4 (fix the hook line: run "
+            "tasks/apt_hook.py again)",
         ),
         (
             "unknown release",
             ["--expect-rocm", "7.2.9"],
-            f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a release is "
-            "added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)",
+            f"{PREFIX} not run — --expect-rocm: ROCm 7.2.9 is not a release this checkout knows (known: 7.2.4; a "
+            "release is added as verify/stack/releases/X.Y.Z.json) (run tasks/apt_hook.py again)",
         ),
         (
             "unknown argument",
@@ -183,8 +186,8 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         (
             "time limit",
             ["--time-limit", "0.001"],
-            f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: pyinfra "
-            "INVENTORY tasks/verify.py",
+            f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: "
+            "pyinfra INVENTORY tasks/verify.py",
         ),
     ],
 )
@@ -419,7 +422,8 @@ def test_a_time_limit_that_is_not_a_number_of_seconds_is_one_line_and_exit_0(cop
 
 
 def _install_kernel(root: Path, release: str, amdgpu: bool) -> None:
-    """What a kernel package leaves on disk, enough for the hook: the image and its modules directory (STAND-IN files)."""
+    """What a kernel package leaves on disk, enough for the hook: the image and its modules directory (STAND-IN
+    files)."""
     (root / "boot").mkdir(exist_ok=True)
     (root / "boot" / f"vmlinuz-{release}").write_bytes(b"stand-in kernel image")
     modules = root / "lib/modules" / release / "kernel/drivers/gpu/drm/amd/amdgpu"

@@ -31,8 +31,8 @@ def test_usage_errors_exit_2_with_one_line(tmp_path):
     done = verify("--venv", str(tmp_path), "--expect-rocm", "7.2.4", "--expect-bitsandbytes", "0.50.1")
     assert done.returncode == 2
     assert (
-        done.stderr.strip()
-        == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, e.g. /opt/rocm-fleet/venv"
+        done.stderr.strip() == f"verify check: {tmp_path}: not a venv (no pyvenv.cfg) — pass the venv's directory, "
+        "e.g. /opt/rocm-fleet/venv"
     )
     assert verify("--venv", str(tmp_path), "--expect-rocm", "7.2", "--expect-bitsandbytes", "0.50.1").returncode == 2
     assert (

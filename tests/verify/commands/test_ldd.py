@@ -1,4 +1,5 @@
-"""`python -m verify ldd`: output lines, exit codes, --json, --library-path, bad input (the real CLI in a subprocess)."""
+"""`python -m verify ldd`: output lines, exit codes, --json, --library-path, bad input (the real CLI in a
+subprocess)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """verify/debian/kernels.py: kernel packages as dpkg lists them on real systems — `dpkg-query -W -f='${Package}\\t
-${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*'` lines. Debian 12's relations are the archive's own (apt-cache
-show on the build machine: linux-image-amd64 6.1.192-3 Depends linux-image-6.1.0-57-amd64 (= 6.1.192-3)); Ubuntu
-noble's are written in the same shape from its packages (linux-image-generic depends on the image and modules-extra,
-linux-image-virtual on the image only) — no Ubuntu archive is reachable from here."""
+${Version}\\t${db:Status-Abbrev}\\t${Depends}\\n' 'linux-*'` lines. Debian 12's relations are the archive's own
+(apt-cache show on the build machine: linux-image-amd64 6.1.192-3 Depends linux-image-6.1.0-57-amd64 (= 6.1.192-3));
+Ubuntu noble's are written in the same shape from its packages (linux-image-generic depends on the image and
+modules-extra, linux-image-virtual on the image only) — no Ubuntu archive is reachable from here."""
 
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ NOBLE_VIRTUAL = [
 ]
 BOOKWORM = [
     "linux-image-amd64\t6.1.192-3\tii \tlinux-image-6.1.0-57-amd64 (= 6.1.192-3)",
-    "linux-image-6.1.0-57-amd64\t6.1.192-3\tii \tkmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool",
+    "linux-image-6.1.0-57-amd64\t6.1.192-3\tii \tkmod, linux-base (>= 4.3~), initramfs-tools (>= 0.120+deb8u2) | "
+    "linux-initramfs-tool",
     "linux-image-6.1.0-50-amd64-unsigned\t6.1.176-1\tii \tkmod, linux-base (>= 4.3~)",
     "linux-image-6.1.0-57-amd64-dbg\t6.1.192-3\tii \t",
     "linux-headers-amd64\t6.1.192-3\tii \tlinux-headers-6.1.0-57-amd64 (= 6.1.192-3)",

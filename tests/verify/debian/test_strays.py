@@ -46,7 +46,7 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "verify", "strays", *argv], capture_output=True, text=True, cwd=REPO)
 
 
-# --- real status paragraphs --------------------------------------------------------------------------------------------
+# --- real status paragraphs -------------------------------------------------------------------------------------------
 
 
 def test_debian12_slurm_and_rocsparse_attributed(tmp_path):
@@ -104,7 +104,7 @@ def test_schema_refuses_a_report_missing_a_field(tmp_path):
         jsonschema.validate(data, SCHEMA)
 
 
-# --- real dpkg, gcc-built libraries ------------------------------------------------------------------------------------
+# --- real dpkg, gcc-built libraries -----------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -318,7 +318,7 @@ def test_cli_exit_codes(scratch_system, tmp_path):
     )
 
 
-# --- real Debian roots, packages pulled in by apt ----------------------------------------------------------------------
+# --- real Debian roots, packages pulled in by apt ---------------------------------------------------------------------
 
 
 @pytest.mark.slow

@@ -274,7 +274,7 @@ def test_the_executables_rpath_applies_to_lookups_of_objects_without_paths(b):
     assert request(image, "libexe.so").found_via.kind == m.RPATH_INHERITED
 
 
-# --- dlopen, against a real process ------------------------------------------------------------------------------------
+# --- dlopen, against a real process -----------------------------------------------------------------------------------
 
 
 def model_objects(image: m.ProcessImage) -> list[str]:

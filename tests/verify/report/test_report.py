@@ -165,8 +165,8 @@ def test_real_reports_match_the_schema():
 
 @pytest.mark.slow
 def test_the_rule_holds_the_real_verifiers_reports_to_what_they_say(tmp_path):
-    """verify/report/report.py judge_report on real reports: the torch-cpu venv's (an honest fail, exit 1) and a stand-in
-    workstation image's (passes, exit 0) are trustworthy, with the exit statuses `verify check` really gave."""
+    """verify/report/report.py judge_report on real reports: the torch-cpu venv's (an honest fail, exit 1) and a
+    stand-in workstation image's (passes, exit 0) are trustworthy, with the exit statuses `verify check` really gave."""
     failing, done = cached_check(torch_cpu_venv(), "--device", "cpu")
     judged = judge_report(failing, exit_status=done.returncode, hostname=failing["host"]["hostname"])
     assert judged.trustworthy and not judged.passed and done.returncode == exit_status_of(failing) == 1

@@ -14,7 +14,10 @@ from verify.ld.fsview import FileSystemView
 from verify.system.environment import parse_assignments, parse_preload, read_loader_environment
 
 # /etc/environment as Ubuntu ships it, plus the line guides give for ROCm.
-ETC_ENVIRONMENT = 'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"\nLD_LIBRARY_PATH="/opt/rocm/lib"\n'
+ETC_ENVIRONMENT = (
+    'PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/games:/usr/local/games:/snap/bin"\n'
+    'LD_LIBRARY_PATH="/opt/rocm/lib"\n'
+)
 ROCM_PROFILE = """# added by hand after a ROCm guide
 export PATH=$PATH:/opt/rocm/bin
 export LD_LIBRARY_PATH=/opt/rocm/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -93,7 +96,9 @@ def test_every_source_read_in_a_systems_order(tmp_path):
         "etc/profile.d/readme.txt": "export LD_LIBRARY_PATH=/ignored\n",  # /etc/profile reads *.sh only
         "usr/lib/environment.d/50-rocm.conf": "BNB_ROCM_VERSION=72\n",
         "etc/environment.d/50-rocm.conf": "BNB_ROCM_VERSION=71\n",  # hides the /usr/lib one of the same name
-        "opt/venv/bin/activate": 'VIRTUAL_ENV="/opt/venv"\nexport VIRTUAL_ENV\nexport LD_PRELOAD="$VIRTUAL_ENV/lib/x.so"\n',
+        "opt/venv/bin/activate": (
+            'VIRTUAL_ENV="/opt/venv"\nexport VIRTUAL_ENV\nexport LD_PRELOAD="$VIRTUAL_ENV/lib/x.so"\n'
+        ),
         "etc/ld.so.preload": "/usr/lib/x86_64-linux-gnu/libhack.so\n",
         "etc/ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n",
         "etc/ld.so.conf.d/rocm.conf": "/opt/rocm/lib\n/opt/rocm/lib64\n",

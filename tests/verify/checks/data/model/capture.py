@@ -30,15 +30,29 @@ from verify.checks.probe_account import ProbeAccount  # noqa: E402
 
 STANDINS = REPO / "tests" / "support" / "standins"
 CAPTURES = {
-    "cpu_synthetic_pass": (None, "the real probe on this machine's CPU, the check's synthetic model"),
+    "cpu_synthetic_pass": (None, {}, "the real probe on this machine's CPU, the check's synthetic model"),
     "cpu_noop_quantizer": (
         "broken_nf4_quantizer",
+        {},
         "the real probe with standins/broken_nf4_quantizer: bitsandbytes' "
         "quantize_4bit does nothing, so the weights stay in 16 bits",
     ),
     "cpu_wrong_dequantizer": (
         "wrong_nf4_dequantizer",
+        {},
         "the real probe with standins/wrong_nf4_dequantizer: NF4 codes decoded with the FP4 table",
+    ),
+    "cpu_decoding_kernel_broken": (
+        "broken_4bit_matmul",
+        {"STANDIN_FAULT": "rows-1"},
+        "the real probe with standins/broken_4bit_matmul (STANDIN_FAULT=rows-1): bitsandbytes' gemm_4bit wrong for "
+        "one-row inputs only — every decode step; the prompt's logits are those of the healthy run",
+    ),
+    "cpu_decode_only_linear4bit": (
+        "decode_only_linear4bit",
+        {},
+        "the real probe with standins/decode_only_linear4bit: a Linear4bit subclass that decodes one-token inputs with "
+        "the FP4 table",
     ),
 }
 
@@ -63,11 +77,12 @@ def main() -> int:
 
 
 def capture(want: ModelExpectations, nobody: ProbeAccount, parent: Path) -> int:
-    for name, (standin, description) in CAPTURES.items():
+    for name, (standin, environ, description) in CAPTURES.items():
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OMP_NUM_THREADS")}
         python = transformers_venv() / "bin" / "python"
         if standin:
-            python = planted_venv(parent / name, STANDINS / standin / "sitecustomize.py", {"OMP_NUM_THREADS": "1"})
+            planted = {"OMP_NUM_THREADS": "1", **environ}
+            python = planted_venv(parent / name, STANDINS / standin / "sitecustomize.py", planted)
         run = run_model_probe(python, want, account=nobody, env=env)
         if run.data is None:
             sys.exit(f"{name}: {run.error}")
