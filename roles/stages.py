@@ -12,7 +12,7 @@ from roles.apt_hook.deploy import apt_hook
 from roles.boot_check.deploy import boot_check
 from roles.colliding_packages.deploy import colliding_packages
 from roles.preflight.deploy import preflight
-from roles.rocm.deploy import gpu_access, rocm
+from roles.rocm.deploy import rocm_stage
 from roles.settings import settings_for
 from roles.strays.deploy import strays
 from roles.venv.deploy import venv
@@ -21,7 +21,7 @@ from roles.verification.deploy import verify
 DEPLOYS = {
     "preflight": (preflight,),
     "colliding_packages": (colliding_packages,),
-    "rocm": (rocm, gpu_access),
+    "rocm": (rocm_stage,),
     "venv": (venv,),
     "strays": (strays,),
     "apt_hook": (apt_hook,),
