@@ -131,5 +131,5 @@ def rocm_stage() -> None:
     gpu_access()
 
 
-# What the stage asks a host on a no-op run, read ahead (roles/stages.py): both deploys' facts.
+# What the stage asks a host on a no-op run, read ahead (deploy.py): both deploys' facts.
 rocm_stage.reads = lambda settings: [*reads(settings), *gpu_access_reads(settings)]
