@@ -22,11 +22,17 @@ from pyinfra.operations import python, server
 
 from roles.settings import HostSettings
 from roles.stage import stage
-from roles.verification.fleet import fleet_summary
+from roles.verification.fleet import fleet_summary, reports_dir_for
 from roles.verification.report_history import compare_and_keep, drift_lines, save_report
 from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
-from roles.verification.request import check_arguments, question_for, reports_dir_for
-from roles.verifier import install_reads, install_verifier, verifier_command
+from roles.verifier import install_reads, install_verifier, question_for, verifier_command
+from verify.report.kept_files import STATE_ROOT
+
+
+def check_arguments(settings: HostSettings) -> list[str]:
+    """`verify check` arguments for this host's settings (`question_for`, roles/verifier.py); the report is kept on the
+    host too (the status task reads it back from /var/lib/rocm-fleet/last-verify.json)."""
+    return ["check", *question_for(settings).to_argv(), "--keep-in", STATE_ROOT, "--json"]
 
 
 def remote_command(settings: HostSettings) -> str:

@@ -26,8 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from pyinfra import state as pyinfra_state
 from pyinfra.api.state import BaseStateCallback
 
+from roles.settings import HostSettings
 from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
 from roles.verification.summary import fleet_counts, markdown_of
 from roles.verification.summary_html import html_of
@@ -169,6 +171,13 @@ def _row_or_finding(outcome: HostOutcome) -> Row:
                 torch_label=outcome.torch_label,
             )
         )
+
+
+def reports_dir_for(settings: HostSettings) -> Path:
+    """The controller's directory for reports/<host>.json and the fleet summary (`reports_dir`; a relative one is
+    where pyinfra runs)."""
+    path = Path(settings.reports_dir)
+    return path if path.is_absolute() else Path(pyinfra_state.cwd or ".") / path
 
 
 def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSummary:
