@@ -23,8 +23,15 @@ from pyinfra.operations import python, server
 from roles.settings import HostSettings
 from roles.stage import stage
 from roles.verification.fleet import fleet_summary, reports_dir_for
-from roles.verification.report_history import compare_and_keep, drift_lines, save_report
-from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
+from roles.verification.reports import (
+    EXIT_MARKER,
+    HOST_MARKER,
+    compare_and_keep,
+    drift_lines,
+    failure_line,
+    parse_check_output,
+    save_report,
+)
 from roles.verifier import install_reads, install_verifier, question_for, verifier_command
 from verify.report.kept_files import STATE_ROOT
 

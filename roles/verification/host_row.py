@@ -77,7 +77,7 @@ class HostOutcome:
     report: Report | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (report_history.py)
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (reports.py)
     as_of: str | None = None  # when the row was true, as shown; None: the report's own time
     later: tuple[Later, ...] = ()
     unusable: tuple[str, ...] = ()  # kept files that could not be used, one line each

@@ -39,7 +39,7 @@ NOT_NEEDED = (
     "verify.commands",
     "verify.system",
     "roles.verification.deploy",
-    "roles.verification.report_history",
+    "roles.verification.reports",
 )
 
 
