@@ -4,7 +4,8 @@ as reports/<host>.json, and the drift of every new report from the host's baseli
 Reading. The remote command prints three things on stdout, in this order: a marker line with the host's own name
 (`rocm-fleet-verify-host=NAME`, from `uname -n`), the verifier's JSON report, and a marker line with the verifier's exit
 status (`rocm-fleet-verify-exit=N`) — so the shell step itself always succeeds and the judging happens here, with the
-report in hand.
+report in hand. `collect_report` is the verification stage's step that does it all, on the controller, as each host's
+run ends: read, judge, keep, state the drift, record the host in the fleet summary (fleet.py).
 
 Judging. A host passes only on a report that proves it (verify/report/report.py `judge_report`, the one rule): exactly
 that output, one JSON document (no duplicate keys, no NaN), schema-valid, verdict pass or warn with no failing check and
@@ -39,6 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyinfra import logger
+
+from roles.verification.fleet import fleet_summary
 from verify.report import host_input
 from verify.report.drift import Drift, compare_reports
 from verify.report.report import RERUN_FIX, Report, ReportError, judge_report
@@ -65,6 +69,37 @@ class CheckRun:
     @property
     def failed(self) -> bool:
         return not self.passed
+
+
+def collect_report(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
+    """The verification stage's last step, at execution (pyinfra's python.call): judge the verifier's output `run`,
+    save a trustworthy report with its drift, record the host in the fleet summary, fail the host with one line unless
+    the report proves it passed."""
+    summary = fleet_summary(state, Path(reports_dir))
+    outcome = parse_check_output(run.stdout, run.stderr, request=request)
+    saved = None
+    if outcome.report is not None:
+        # before the save
+        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report, passed=outcome.passed))
+        saved = save_report(Path(reports_dir), host.name, outcome.report)
+        summary.record_report(host.name, outcome.report, torch_label, drift=drift)
+        for line in drift:
+            host.log_styled(line, fg="yellow", log_func=logger.warning)
+    else:
+        summary.record_no_report(host.name, f"verification {outcome.error}", torch_label)
+    if outcome.failed:
+        host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
+        return False
+    verdict = outcome.report.verdict
+    host.log_styled(
+        f"verification {verdict}: {outcome.report.reason} (report: {saved})",
+        fg="green" if verdict == "pass" else "yellow",
+        log_func=logger.info,
+    )
+    return True
+
+
+# --- reading and judging ----------------------------------------------------------------------------------------------
 
 
 def loads_report(text: str) -> Any:
