@@ -4,7 +4,7 @@ grouped, counts per check, the hosts — with what a page can add for fifty host
 - the hosts' table sorts by any column (a click on its header) and filters as one types (host, verdict, check, OS,
   GPU arch; every word must match); each finding group has a button that shows only its hosts;
 - each host's findings, sources, full reason and last boot-time check sit in a collapsed <details>;
-- a small strip of the host's last verdicts (oldest first; verdict_history.py keeps them);
+- a small strip of the host's last verdicts (oldest first; fleet.py's VerdictHistory keeps them);
 - printed: A4 landscape, the filter hidden, every <details> opened, colours kept, rows never split.
 
 It loads nothing: CSS and JavaScript (summary.css, summary.js beside this file) are inlined, and a
