@@ -35,8 +35,7 @@ from pyinfra.api.state import BaseStateCallback
 
 from roles.settings import HostSettings
 from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
-from roles.verification.summary import fleet_counts, markdown_of
-from roles.verification.summary_html import html_of
+from roles.verification.summary import fleet_counts, html_of, markdown_of
 from verify.report.host_input import inert
 from verify.report.report import Report
 

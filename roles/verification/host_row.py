@@ -5,7 +5,7 @@ One rule: a host passes only on a report that proves it (verify/report/report.py
 verification stage applies): a report that proves nothing leaves its host NOT VERIFIED, saying why. Results newer than
 the report that ran the static checks only (the apt hook's, read by the status task: `later`) can make the verdict
 worse, never better; kept files that could not be used (`unusable`) leave the host NOT VERIFIED. summary.py groups
-the rows of a fleet and writes the Markdown; summary_html.py the page.
+the rows of a fleet and writes the Markdown and the page.
 """
 
 from __future__ import annotations

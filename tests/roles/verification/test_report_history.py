@@ -23,8 +23,7 @@ from roles.verification.reports import (
     report_filename,
     save_report,
 )
-from roles.verification.summary import render_markdown
-from roles.verification.summary_html import render_html
+from roles.verification.summary import render_html, render_markdown
 from tests.support.drift_images import Workstation, verify_report
 from tests.support.report_samples import sample
 from verify.report.report import Report
