@@ -293,10 +293,19 @@ def _stop_time_limit() -> None:
 
 def _emit(lines: list[str]) -> None:
     try:
+        # The report's text is the host's (the venv's file names are its owner's): nothing reaches the admin's
+        # terminal as a control sequence.
+        from verify.report.host_input import inert
+    except BaseException:  # noqa: BLE001 — still one line each, and still inert
+
+        def inert(text: str) -> str:
+            return text.encode("unicode_escape").decode("ascii")
+
+    try:
         # apt may run with a non-UTF-8 locale: an arrow must not cost the whole message.
         sys.stdout.reconfigure(errors="backslashreplace")
         for line in lines:
-            sys.stdout.write(line + "\n")
+            sys.stdout.write(inert(line) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):  # apt's output closed: nothing to tell, and nothing to fail
         pass
