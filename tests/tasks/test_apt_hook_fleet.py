@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from roles.apt_hook.model import CONF_PATH, HOOK_DIR, HOOK_PREFIX
+from roles.apt_hook.model import CONF_PATH, HOOK_DIR, HOOK_PREFIX, SCRIPT_PATH
 from roles.verifier import TOP, not_installed_line
 from tests.support.debs import build_deb
 from tests.support.fleet_deploy import deploy, snapshot
@@ -28,7 +28,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
 ]
 
-HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
+HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (dpkg post-invoke, apt DPkg::Post-Invoke)"
 NEW_STRAY = (
     "worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
     "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)"
@@ -66,7 +66,7 @@ def test_hook_installed_then_nothing_to_do(fleet):
     assert HOOK_OP in run.changed_operations, run.explain()
     assert (
         "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1"
-        in (host.root / CONF_PATH.lstrip("/")).read_text()
+        in (host.root / SCRIPT_PATH.lstrip("/")).read_text()
     )
     baseline = json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())
     assert baseline["report"]["request"]["static_only"] is True and baseline["drift"] is None
