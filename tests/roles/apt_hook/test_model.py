@@ -25,8 +25,7 @@ from roles.apt_hook.model import (
 )
 from roles.settings import check_data
 from roles.validators import PLAIN_CHARACTERS
-from roles.verification.request import question_for
-from roles.verifier import LAUNCHER, launcher_sha256, not_installed_line
+from roles.verifier import LAUNCHER, launcher_sha256, not_installed_line, question_for
 from tests.support.debs import build_deb
 from verify.question import Question
 
