@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from roles.apt_hook.model import script_text
-from roles.boot_check.model import unit_text
+from roles.boot_check.model import boot_check_arguments, unit_text
+from roles.settings import check_data
+from roles.verification.deploy import check_arguments
 from roles.verifier import LAUNCHER, archive
 from tests.support.installed_verifier import install, launch, run_install
 from verify.question import Question
@@ -177,6 +179,9 @@ def test_minus_s_keeps_the_site_directories_and_their_pth_files_out(python):
 
 def test_the_apt_hook_and_the_boot_unit_run_the_launcher_with_minus_i_minus_s():
     question = Question(Path("/opt/rocm-fleet/venv"), "7.2.4", "0.50.1")
-    for text in (script_text("/usr/bin/python3", question), unit_text("/usr/bin/python3", ["boot-check"])):
+    settings, problems = check_data("ws1", {})
+    assert problems == ()
+    arguments = boot_check_arguments(check_arguments(settings))  # the unit's own: its time limit is read from them
+    for text in (script_text("/usr/bin/python3", question), unit_text("/usr/bin/python3", arguments)):
         runs = re.findall(rf"/usr/bin/python3((?: -\w+)*) {re.escape(LAUNCHER)} ", text)
         assert runs == [" -I -S"], text
