@@ -32,11 +32,11 @@ from verify.commands.check import add_arguments, options_from, refresh_metrics, 
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
 from verify.report.hook_state import StateError
 from verify.stack.venv_layout import VenvError
+from verify.system.boot_id import BOOT_ID
+from verify.system.boot_id import boot_id as running_boot_id
 from verify.system.pci import amd_gpus
-from verify.system.textfiles import read_optional
 
 PREFIX = "rocm-fleet boot check:"  # = verify.launcher.PREFIXES["boot-check"]
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DEFAULT_DRIVER_WAIT = 120.0
 
 
@@ -65,8 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def boot_id() -> str:
-    text, error = read_optional(BOOT_ID, 256)
-    return (text or "").strip() or f"unknown ({error or 'no ' + BOOT_ID})"
+    return running_boot_id() or f"unknown (no {BOOT_ID})"
 
 
 def wait_for_driver(
