@@ -43,8 +43,6 @@ MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
 # The part of the inventory's question the hook asks (verify/question.py): the rest is fixed — static checks only.
 QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root", "metrics_dir")
-# What makes two results comparable: the same question asked of the same system.
-SAME_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
 
 
 class _OneLine(Exception):
@@ -244,6 +242,8 @@ def _describe_drift(report, drift, *, venv: str, details: str, verbose: bool = F
 
 
 def _question(report) -> dict:
+    from verify.report.hook_state import SAME_QUESTION  # what makes two results comparable
+
     request = report.request.to_request()
     return {key: request[key] for key in SAME_QUESTION}
 
