@@ -17,7 +17,8 @@ What the results shown cannot see is said on the row (host_row.Unseen), and make
 a glance that a PASS is not proven for the host as it is now — yet nothing is known to be wrong, so it is no FAIL and
 no NOT VERIFIED:
 - packages changed since the newest result shown (dpkg's log, read by `verify kept`; its status file's time when the
-  log cannot be read): a dpkg run no hook re-checked — the hooks removed, a run killed between two dpkg runs;
+  log names nothing after it): a dpkg run no hook re-checked — the hooks removed, a front end that holds dpkg's lock
+  and runs no apt hook, a run killed between two dpkg runs — or the database edited past dpkg;
 - the newest full result is from an earlier boot than the running one (its boot id): the runtime, NF4 and the
   kernel's driver are a boot's, and the boot check never ran in this boot, was killed, or failed before writing;
 - it is older than `max_result_age` (inventory; 0: no limit): stale.
