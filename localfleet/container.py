@@ -71,8 +71,8 @@ def require_nspawn() -> None:
     """Booted hosts need systemd-nspawn on the controller (and the cgroup v2 hierarchy: cgroups.hierarchies)."""
     if shutil.which("systemd-nspawn", path=CLEAN_ENV["PATH"]) is None:
         raise FleetError(
-            "systemd-nspawn is not installed on the controller, and booted hosts run under it — "
-            "apt-get install systemd-container (bin/bootstrap does), or bring the fleet up without --boot"
+            "systemd-nspawn is not installed on the controller, and booted hosts run under it — apt-get install "
+            "systemd-container (bin/bootstrap does), or bring the fleet up with chroots (--chroot, boot=False)"
         )
 
 
