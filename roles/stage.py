@@ -19,7 +19,7 @@ ahead for all its stages (`read_ahead_for_stages`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pyinfra import host, logger
 from pyinfra.api import FunctionCommand, deploy, operation
@@ -59,6 +59,13 @@ def stage(title: str, every_host: Callable[[HostSettings], None] | None = None, 
         return entry
 
     return decorator
+
+
+def read_ahead_for_stages(stages: Iterable[Callable[[], None]]) -> None:
+    """Read ahead, in one command to the current host, every fact the deploys `stages` ask on a no-op run (deploy.py,
+    for all its stages at once)."""
+    settings = settings_for(host)
+    run_reads.read_ahead(ask for stage in stages if stage.reads is not None for ask in stage.reads(settings))
 
 
 def _fail_host(state, host, reason: str) -> bool:

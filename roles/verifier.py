@@ -18,6 +18,10 @@ tar.gz, uploaded through a private staging directory and unpacked only with the 
 (roles/uploads.py), compiled by the host's python3, sealed (MANIFEST) and checked by the launcher's own rule in a
 private directory, then moved into place; `current` is switched in one rename; every other version but the one it
 pointed at before (a run of it may still be going) is removed. All of it under the host lock (roles/host_lock.py).
+
+What the inventory asks of a host's verifier is `question_for(settings)` (verify/question.py): the verification stage
+asks it (its `check_arguments`), the boot unit asks it once per boot, the apt hook its static part, and the status
+task holds every kept report to it (`question.to_request()`: a report answering anything else proves nothing).
 """
 
 from __future__ import annotations
@@ -41,9 +45,11 @@ import verify
 from roles import run_reads
 from roles.host_lock import under_host_lock
 from roles.run_memory import memory_of
+from roles.settings import HostSettings
 from roles.stage import fail_command, tell_command
 from roles.uploads import Upload, mismatch_line, private_upload_commands
 from verify.launcher import CURRENT, REFUSED, manifest_line, version_of
+from verify.question import Question
 from verify.report.kept_files import STATE_ROOT
 
 TOP = f"{STATE_ROOT}/verifier"
@@ -135,6 +141,24 @@ def verifier_command(*arguments: str, python: str = "python3", pinned: bool = Tr
     return (
         f"if {check}; then {run}; elif [ -e {LAUNCHER} ]; then echo {shlex.quote(stale_line(prefix))} >&2; "
         f"(exit {REFUSED}); else echo {shlex.quote(not_installed_line(prefix))} >&2; (exit {REFUSED}); fi"
+    )
+
+
+def question_for(settings: HostSettings) -> Question:
+    """The question this host's settings ask."""
+    metrics = settings.node_exporter_textfile_dir
+    return Question(
+        venv=Path(settings.venv_path),
+        expect_rocm=settings.rocm_release,
+        expect_bitsandbytes=settings.bitsandbytes_version,
+        device=settings.verify_device,
+        gpu_required=settings.gpu_required,
+        torch_label=settings.torch_label,
+        # ROCm comes from AMD's repositories: their pin and lists are checked.
+        expect_amd_repo=settings.rocm_install == "install",
+        model=settings.verify_model,
+        probe_user=settings.venv_owner,  # the venv's code runs as its owner
+        metrics_dir=Path(metrics) if metrics else None,
     )
 
 

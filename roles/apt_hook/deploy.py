@@ -8,8 +8,7 @@ from roles.apt_hook import operations
 from roles.apt_hook.facts import AptHookFiles
 from roles.settings import HostSettings
 from roles.stage import stage
-from roles.verification.request import question_for
-from roles.verifier import install_reads, install_verifier
+from roles.verifier import install_reads, install_verifier, question_for
 
 
 def reads(settings: HostSettings) -> list[run_reads.Ask]:

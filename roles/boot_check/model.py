@@ -37,7 +37,7 @@ UNIT_LIMIT_S = DRIVER_WAIT_S + PROBE_LIMIT_S + 180
 
 def boot_check_arguments(check_arguments: list[str]) -> list[str]:
     """`verify boot-check` arguments from the verification stage's `verify check` arguments (the same question:
-    roles/verification/request.py's check_arguments, `--metrics-dir` included), with the boot check's own limits and
+    roles/verification/deploy.py's check_arguments, `--metrics-dir` included), with the boot check's own limits and
     state directory. What is `check`'s own goes: `--json`, and `--keep-in DIR` (the boot check keeps its result in
     its state directory, never as the verification's report)."""
     arguments = [a for a in check_arguments if a != "--json"]

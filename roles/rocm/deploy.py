@@ -1,5 +1,6 @@
 """The ROCm stage as pyinfra deploys: `rocm()` installs ROCm, `gpu_access()` puts the workstation users and the venv's
-owner into the GPU groups (also when ROCm is managed elsewhere: they still need /dev/kfd and /dev/dri)."""
+owner into the GPU groups (also when ROCm is managed elsewhere: they still need /dev/kfd and /dev/dri); `rocm_stage()`
+runs both, in that order — the stage as deploy.py and tasks/rocm.py run it."""
 
 from __future__ import annotations
 
@@ -122,3 +123,13 @@ def gpu_access(settings: HostSettings) -> None:
         operations.new_user_groups(
             name="New accounts join render and video (/etc/adduser.conf)", groups=list(GPU_GROUPS)
         )
+
+
+def rocm_stage() -> None:
+    """The ROCm stage: ROCm, then the GPU groups (each its own deploy, so each line of the plan says which)."""
+    rocm()
+    gpu_access()
+
+
+# What the stage asks a host on a no-op run, read ahead (deploy.py): both deploys' facts.
+rocm_stage.reads = lambda settings: [*reads(settings), *gpu_access_reads(settings)]

@@ -13,8 +13,8 @@ from roles.settings import HostSettings
 from roles.stage import stage
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
-from roles.verification.fleet import fleet_summary
-from roles.verification.request import question_for, reports_dir_for
+from roles.verification.fleet import fleet_summary, reports_dir_for
+from roles.verifier import question_for
 
 _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 

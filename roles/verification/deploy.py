@@ -6,27 +6,31 @@ when `node_exporter_textfile_dir` is set and exists. The checks only read files 
 not even a .pyc is written) — as `venv_owner` (`--probe-user`), never as root for a venv another account owns: the
 verifier runs as root, the code in the venv is its owner's. It runs this checkout's installed version, held to its
 rule first (`verifier_command`; a refusal prints nothing on stdout, which `reports.py` reads strictly). On the
-controller it writes reports/<host>.json and, when the run ends, the fleet summary (`fleet.py`). A host passes only
-on a report that proves it (`reports.py`, and the rule in verify/report/report.py); a host whose verdict is "fail" is
-failed with the report's one-line reason, a host whose output proves nothing with one line saying what was wrong.
-pyinfra then runs nothing more on it and exits 1.
+controller `collect_report` (reports.py) judges what the host printed and writes reports/<host>.json, and when the run
+ends the fleet summary is written (`fleet.py`). A host passes only on a report that proves it (`reports.py`, and the
+rule in verify/report/report.py); a host whose verdict is "fail" is failed with the report's one-line reason, a host
+whose output proves nothing with one line saying what was wrong. pyinfra then runs nothing more on it and exits 1.
 """
 
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
-from pyinfra import host, logger, state
+from pyinfra import host, state
 from pyinfra.operations import python, server
 
 from roles.settings import HostSettings
 from roles.stage import stage
-from roles.verification.fleet import fleet_summary
-from roles.verification.report_history import compare_and_keep, drift_lines, save_report
-from roles.verification.reports import EXIT_MARKER, HOST_MARKER, failure_line, parse_check_output
-from roles.verification.request import check_arguments, question_for, reports_dir_for
-from roles.verifier import install_reads, install_verifier, verifier_command
+from roles.verification.fleet import fleet_summary, reports_dir_for
+from roles.verification.reports import EXIT_MARKER, HOST_MARKER, collect_report
+from roles.verifier import install_reads, install_verifier, question_for, verifier_command
+from verify.report.kept_files import STATE_ROOT
+
+
+def check_arguments(settings: HostSettings) -> list[str]:
+    """`verify check` arguments for this host's settings (`question_for`, roles/verifier.py); the report is kept on the
+    host too (the status task reads it back from /var/lib/rocm-fleet/last-verify.json)."""
+    return ["check", *question_for(settings).to_argv(), "--keep-in", STATE_ROOT, "--json"]
 
 
 def remote_command(settings: HostSettings) -> str:
@@ -37,33 +41,6 @@ def remote_command(settings: HostSettings) -> str:
         f'echo {shlex.quote(HOST_MARKER)}"$(uname -n)"; {verifier_command(*check_arguments(settings))}; '
         f"echo {shlex.quote(EXIT_MARKER)}$?"
     )
-
-
-def _collect(state, host, run, reports_dir: str, torch_label: str | None, request: dict) -> bool:
-    """At execution: judge the verifier's output, save a trustworthy report, fail the host with one line unless the
-    report proves it passed."""
-    summary = fleet_summary(state, Path(reports_dir))
-    outcome = parse_check_output(run.stdout, run.stderr, request=request)
-    saved = None
-    if outcome.report is not None:
-        # before the save
-        drift = drift_lines(compare_and_keep(Path(reports_dir), host.name, outcome.report, passed=outcome.passed))
-        saved = save_report(Path(reports_dir), host.name, outcome.report)
-        summary.record_report(host.name, outcome.report, torch_label, drift=drift)
-        for line in drift:
-            host.log_styled(line, fg="yellow", log_func=logger.warning)
-    else:
-        summary.record_no_report(host.name, f"verification {outcome.error}", torch_label)
-    if outcome.failed:
-        host.log_styled(failure_line(host.name, outcome, saved), fg="red", log_func=logger.error)
-        return False
-    verdict = outcome.report.verdict
-    host.log_styled(
-        f"verification {verdict}: {outcome.report.reason} (report: {saved})",
-        fg="green" if verdict == "pass" else "yellow",
-        log_func=logger.info,
-    )
-    return True
 
 
 def join_fleet_summary(settings: HostSettings) -> None:
@@ -83,7 +60,7 @@ def verify(settings: HostSettings) -> None:
     )
     python.call(
         name="Save the report, judge the host",
-        function=_collect,
+        function=collect_report,
         run=run,
         reports_dir=str(reports_dir_for(settings)),
         torch_label=settings.torch_label,

@@ -10,7 +10,7 @@ handler (`BaseStateCallback`), registered by the verification deploy the first t
   everyone earlier: the last write wins);
 - `operation_host_error` remembers where a host failed, for hosts that never reached verification.
 Hosts in the run that never connected are marked unreachable. Nothing is written for `--dry` (nothing executed).
-Each verification run adds every host's verdict to reports/history.json (verdict_history.py: the page's strip).
+Each verification run adds every host's verdict to reports/history.json (`VerdictHistory`: the page's strip).
 
 The status task (roles/status) uses the same writer, `FleetSummary.for_status`: its outcomes are whole (what each
 host keeps, read at plan time), it writes reports/status.md and status.html, also for `--dry` (reading is all it
@@ -21,17 +21,21 @@ A small wrapper script around `pyinfra` would also work, but would not run for t
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from pyinfra import state as pyinfra_state
 from pyinfra.api.state import BaseStateCallback
 
+from roles.settings import HostSettings
 from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
-from roles.verification.summary import fleet_counts, markdown_of
-from roles.verification.summary_html import html_of
-from roles.verification.verdict_history import VerdictHistory
+from roles.verification.summary import fleet_counts, html_of, markdown_of
 from verify.report.host_input import inert
 from verify.report.report import Report
 
@@ -171,6 +175,13 @@ def _row_or_finding(outcome: HostOutcome) -> Row:
         )
 
 
+def reports_dir_for(settings: HostSettings) -> Path:
+    """The controller's directory for reports/<host>.json and the fleet summary (`reports_dir`; a relative one is
+    where pyinfra runs)."""
+    path = Path(settings.reports_dir)
+    return path if path.is_absolute() else Path(pyinfra_state.cwd or ".") / path
+
+
 def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSummary:
     """The run's summary writer, registered on first use (every host's deploy asks; one handler per run)."""
     for handler in state.callback_handlers:
@@ -179,3 +190,69 @@ def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSum
     handler = FleetSummary.for_status(reports_dir) if status else FleetSummary(reports_dir)
     state.add_callback_handler(handler)
     return handler
+
+
+# --- the verdict history ----------------------------------------------------------------------------------------------
+
+HISTORY_FILE = "history.json"
+HISTORY_KIND = "rocm-fleet.verdict-history"
+HISTORY_VERSION = 1
+HISTORY_KEEP = 20  # entries kept per host; the page shows them all (a strip of 20 marks is about 13 characters wide)
+
+
+def _history_entries(value: object) -> list[dict]:
+    if not isinstance(value, list):
+        return []
+    return [e for e in value if isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("verdict", "at"))]
+
+
+class VerdictHistory:
+    """The last verdicts of every host, for the summary page's history strip: reports/history.json on the controller.
+
+        {"kind": "rocm-fleet.verdict-history", "version": 1,
+         "hosts": {"ws1": [{"verdict": "FAIL", "at": "2026-12-01T17:00:00Z", "run": "…"}, …]}}
+
+    One small file for the fleet, not a file per report: the summary writer, which runs once per verification run
+    anyway, reads it, adds one entry per host in the run (its verdict, UNREACHABLE and NOT VERIFIED included) and writes
+    it back atomically, keeping the last HISTORY_KEEP entries of each host — no old report is ever re-read. An entry is
+    keyed by its run, so writing the summary twice in one run (pyinfra may disconnect every host twice) records the run
+    once. A file that cannot be read is started afresh (it is a convenience, never evidence), with a warning.
+    """
+
+    def __init__(self, reports_dir: Path):
+        self.path = Path(reports_dir) / HISTORY_FILE
+        self.hosts = self._read()
+
+    def _read(self) -> dict[str, list[dict]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as error:
+            log.warning("%s cannot be read (%s): the verdict history starts again", self.path, error)
+            return {}
+        if not isinstance(data, dict) or data.get("kind") != HISTORY_KIND or data.get("version") != HISTORY_VERSION:
+            log.warning("%s is not a verdict history this checkout reads: it starts again", self.path)
+            return {}
+        hosts = data.get("hosts")
+        return {str(h): _history_entries(e) for h, e in hosts.items()} if isinstance(hosts, dict) else {}
+
+    def of(self, host: str) -> tuple[tuple[str, str], ...]:
+        """(verdict, when) of the host's last runs, oldest first."""
+        return tuple((e["verdict"], e["at"]) for e in self.hosts.get(host, ()))
+
+    def record(self, run: str, verdicts: Mapping[str, tuple[str, str]]) -> None:
+        """Add this run's (verdict, when) per host — replacing what this same run recorded before — and write."""
+        for host, (verdict, at) in verdicts.items():
+            kept = [e for e in self.hosts.get(host, []) if e.get("run") != run]
+            self.hosts[host] = (kept + [{"verdict": verdict, "at": at, "run": run}])[-HISTORY_KEEP:]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"kind": HISTORY_KIND, "version": HISTORY_VERSION, "hosts": self.hosts}, indent=0) + "\n"
+        fd, partial = tempfile.mkstemp(prefix=f".{HISTORY_FILE}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(partial, self.path)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise

@@ -5,7 +5,7 @@ One rule: a host passes only on a report that proves it (verify/report/report.py
 verification stage applies): a report that proves nothing leaves its host NOT VERIFIED, saying why. Results newer than
 the report that ran the static checks only (the apt hook's, read by the status task: `later`) can make the verdict
 worse, never better; kept files that could not be used (`unusable`) leave the host NOT VERIFIED. summary.py groups
-the rows of a fleet and writes the Markdown; summary_html.py the page.
+the rows of a fleet and writes the Markdown and the page.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class HostOutcome:
     report: Report | None = None
     detail: str | None = None  # one line: why there is no report
     torch_label: str | None = None
-    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (report_history.py)
+    drift: tuple[str, ...] = ()  # what changed since the host's last passing report (reports.py)
     as_of: str | None = None  # when the row was true, as shown; None: the report's own time
     later: tuple[Later, ...] = ()
     unusable: tuple[str, ...] = ()  # kept files that could not be used, one line each

@@ -1,4 +1,4 @@
-// The fleet summary page's table: filter and sort (summary_html.py inlines this file: the page loads nothing).
+// The fleet summary page's table: filter and sort (summary.py inlines this file: the page loads nothing).
 // Without JavaScript the page shows everything, in the fleet's order.
 (function () {
   "use strict";

@@ -54,7 +54,7 @@ def test_installed_it_runs_with_the_bare_system_python3_and_reads_its_data_files
     assert sorted(os.listdir(top)) == sorted([version(), "current", "launcher.py"])
     assert os.readlink(top / "current") == version()
     compiled = top / version() / "verify" / "checks" / "__pycache__"
-    assert list(compiled.glob("registry.cpython-311.pyc"))
+    assert list(compiled.glob("host.cpython-311.pyc"))
     done = launch(top, "--version", version(), "--help")
     assert done.returncode == 0 and "strays" in done.stdout, done.stderr
     done = launch(top, "strays", "--json")  # the current version

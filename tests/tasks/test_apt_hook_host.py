@@ -88,9 +88,9 @@ def test_a_damaged_verifier_is_found_by_its_content_and_installed_again(fleet):
     assert run.returncode == 0 and HOOK_OP in run.changed_operations, run.explain()
     assert check(host) == "intact"
     copy = host.root / TOP.lstrip("/") / version(host)
-    pyc = next((copy / "verify/checks/__pycache__").glob("registry.cpython-*.pyc"))
+    pyc = next((copy / "verify/checks/__pycache__").glob("host.cpython-*.pyc"))
     damages = {
-        "a source changed": lambda: (copy / "verify/checks/registry.py").write_text("raise SystemExit('tampered')\n"),
+        "a source changed": lambda: (copy / "verify/checks/host.py").write_text("raise SystemExit('tampered')\n"),
         "a compiled module truncated": lambda: pyc.write_bytes(pyc.read_bytes()[:16]),
         "a module gone": lambda: (copy / "verify/report/drift.py").unlink(),
         "a module added": lambda: (copy / "verify/commands/extra.py").write_text("print('not ours')\n"),

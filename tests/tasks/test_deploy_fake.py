@@ -20,8 +20,8 @@ import pytest
 from roles.debian import facts as debian_facts
 from roles.preflight import facts as preflight_facts
 from roles.settings import check_data
-from roles.stages import DEPLOYS
 from tests.support import fake_workstations
+from tests.support.deploy_stages import deploy_stages
 
 pytestmark = pytest.mark.slow  # three pyinfra runs over five fake hosts (~10 s)
 
@@ -258,7 +258,7 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
         "supported OS"
     ) in lines
     # -vv echoes every command sent to a host: on this one, only read-only fact commands — those the stages read
-    # ahead (roles/stages.py: deploy.py asks them before any stage plans), and preflight's.
+    # ahead (deploy.py asks them before any stage plans), and preflight's.
     settings, problems = check_data(
         "@fake/focal",
         fake_workstations.host("focal"),
@@ -267,8 +267,7 @@ def test_unsupported_os_stops_at_preflight_with_one_line_and_nothing_runs(plan, 
     assert settings is not None, problems
     read_only = {
         str(ask.fact().command(**ask.kwargs))
-        for deploys in DEPLOYS.values()
-        for stage in deploys
+        for stage in deploy_stages().values()
         if stage.reads
         for ask in stage.reads(settings)
     }

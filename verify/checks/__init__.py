@@ -1,2 +1,2 @@
-"""The checks of `verify check`, one module per check id (linkage, versions, runtime, maps, nf4), and the registry
-that runs them in order into one report (registry)."""
+"""The checks of `verify check`, one module per check id (linkage, versions, runtime, maps, nf4 …), and `host.py`, the
+host as every check sees it; verify/commands/check.py runs them in order into one report."""

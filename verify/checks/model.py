@@ -1,7 +1,7 @@
 """The model check — a 4-bit NF4 causal LM loads and generates on every GPU: run `model_probe.py` in the venv as the
 venv's owner, then judge what it measured (`model.<device>`, e.g. `model.cuda0`, `model.cpu`).
 
-`run` (the registry's) comes after NF4 and asks only the devices NF4 passed on; a device NF4 failed on gets a skipped
+`run` comes after NF4 (verify check) and asks only the devices NF4 passed on; a device NF4 failed on gets a skipped
 `model.<device>`. `run_model_probe` starts the venv's python the way `runtime.run_probe` does — `runtime.run_script`,
 as the account probe_account.py chose (the venv's owner: `--probe-user`, venv_owner), fed the probe on stdin, one
 JSON line back, within `--model-timeout` — but never as root, whatever the venv: Transformers reads model files (a

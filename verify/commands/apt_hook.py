@@ -131,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
 
 def hook(args: argparse.Namespace) -> list[str]:
     """Check, compare, keep the result; the lines to print."""
-    from verify.checks.host import STATIC_TIME_LIMIT
-    from verify.checks.registry import CheckOptions, run_checks
+    from verify.checks.host import STATIC_TIME_LIMIT, CheckOptions
+    from verify.commands.check import run_checks
     from verify.question import Question, QuestionError
     from verify.report.drift import compare_reports
     from verify.report.hook_state import HookResult, HookState, StateError

@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from verify.checks.probe_account import ProbeAccountError
-from verify.checks.registry import run_checks
-from verify.commands.check import add_arguments, options_from, refresh_metrics
+from verify.commands.check import add_arguments, options_from, refresh_metrics, run_checks
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
 from verify.report.hook_state import StateError
 from verify.stack.venv_layout import VenvError

@@ -453,7 +453,7 @@ def verdict_of(checks: Iterable[CheckResult]) -> str:
     return _worst(check.status for check in checks)
 
 
-# The checks every report has (verify/checks/registry.py always runs them): without them a report proves nothing.
+# The checks every report has (verify/commands/check.py always runs them): without them a report proves nothing.
 STATIC_CHECK_IDS = ("linkage.static", "versions.rocm", "versions.torch", "versions.bitsandbytes", "strays")
 # … and a report that is not static-only and passes has the runtime ones too (a failing one may stop at
 # runtime.torch: the probe did not run or import torch failed), and at least one NF4 run ("nf4" or "nf4.<device>");

@@ -12,8 +12,7 @@ import pytest
 from roles.apt_hook.model import HOOK_PREFIX, HookSpec, HookSpecError, config_text, hook_command
 from roles.settings import check_data
 from roles.validators import PLAIN_CHARACTERS
-from roles.verification.request import question_for
-from roles.verifier import LAUNCHER, launcher_sha256, not_installed_line
+from roles.verifier import LAUNCHER, launcher_sha256, not_installed_line, question_for
 from verify.question import Question
 
 QUESTION = Question(Path("/opt/rocm-fleet/venv"), "7.2.4", "0.50.1")

@@ -83,7 +83,7 @@ def test_installed_idempotently_never_fails_apt_and_removed_through_the_inventor
         assert "DPkg::Post-Invoke" in conf and "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4" in conf
         assert INSTALL in first.changed_operations
         compiled = root / TOP.lstrip("/") / "current/verify/checks/__pycache__"
-        assert list(compiled.glob("registry.cpython-311.pyc"))
+        assert list(compiled.glob("host.cpython-311.pyc"))
         # The fact's real command, run in the root, parsed by its real process().
         files = AptHookFiles().process(sh(root, AptHookFiles().command()).stdout.splitlines())
         assert files.python == "/usr/bin/python3" and files.config.splitlines() == conf.splitlines()

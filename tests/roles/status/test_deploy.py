@@ -23,7 +23,7 @@ import roles.settings, roles.status.deploy
 from roles.status.model import outcome_of
 from roles.verification.host_row import row_for
 from roles.verification.summary import render_markdown
-from roles.verification.summary_html import render_html
+from roles.verification.summary import render_html
 answer = {"hostname": "ws1", "now": 1796155200.0,
           "files": {"verification": {"path": "/var/lib/rocm-fleet/last-verify.json", "text": sys.argv[1]}}}
 outcome = outcome_of("ws1", answer)
@@ -39,7 +39,7 @@ NOT_NEEDED = (
     "verify.commands",
     "verify.system",
     "roles.verification.deploy",
-    "roles.verification.report_history",
+    "roles.verification.reports",
 )
 
 

@@ -14,8 +14,7 @@ import pytest
 from roles.status.facts import KeptResults
 from roles.status.model import outcome_of
 from roles.verification.host_row import NOT_VERIFIED, VERIFIED, row_for
-from roles.verification.summary import markdown_of
-from roles.verification.summary_html import html_of
+from roles.verification.summary import html_of, markdown_of
 from tests.support.fleet_reports import report_of
 from tests.support.report_samples import edited
 from verify.report.hook_state import HookResult

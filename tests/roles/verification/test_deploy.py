@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from roles.settings import check_data
-from roles.verification.deploy import remote_command
-from roles.verification.request import check_arguments, question_for
-from roles.verifier import REFUSED, not_installed_line, verifier_command, version
+from roles.verification.deploy import check_arguments, remote_command
+from roles.verifier import REFUSED, not_installed_line, question_for, verifier_command, version
 from tests.support.venvs import REPO
 from tests.support.verify_runs import torch_cpu_venv
 

@@ -10,8 +10,7 @@ from dataclasses import replace
 import pytest
 
 from roles.verification.host_row import COLUMNS, NOT_VERIFIED, VERIFIED, HostOutcome, Later, row_for
-from roles.verification.summary import render_markdown
-from roles.verification.summary_html import render_html
+from roles.verification.summary import render_html, render_markdown
 from tests.support.fleet_reports import STRAY, report_of
 from tests.support.report_samples import FACTS, RUNTIME, STATIC, edited, sample, sample_report
 from verify.report.report import BootCheckFacts, CheckResult, KernelFacts, ModelRun, Nf4Run, Report, StraysFacts

@@ -13,8 +13,7 @@ import pytest
 from roles.status.model import outcome_of
 from roles.verification.host_row import VERIFIED, HostOutcome, row_for
 from roles.verification.reports import failure_line, parse_check_output
-from roles.verification.summary import markdown_of
-from roles.verification.summary_html import html_of
+from roles.verification.summary import html_of, markdown_of
 from tests.support.report_samples import edited, output, sample_report
 from tests.support.standins.hostile_probe_text.sitecustomize import HOSTILE
 from tests.support.verify_runs import cached_check, check_by_id, torch_cpu_venv

@@ -1,9 +1,9 @@
-"""roles/verification/report_history.py: the controller keeps each host's last passing report beside
+"""roles/verification/reports.py, keeping and drift: the controller keeps each host's last passing report beside
 reports/<host>.json and states the drift of every new report from it — in the run's output and in the fleet summary.
 
 The reports are the real verifier's on stand-in workstation images (tests/support/drift_images.py: gcc-built
 STAND-INS for the torch ROCm wheel and ROCm 7.2.4; real Debian 12 dpkg data for the distro packages), saved the way
-the verification stage saves them (roles/verification/reports.py).
+the verification stage saves them (`save_report`). Reading and judging a run's output: test_reports.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from roles.verification.host_row import VERIFIED, HostOutcome
-from roles.verification.report_history import (
+from roles.verification.reports import (
     baseline,
     compare_and_keep,
     drift_lines,
@@ -23,8 +23,7 @@ from roles.verification.report_history import (
     report_filename,
     save_report,
 )
-from roles.verification.summary import render_markdown
-from roles.verification.summary_html import render_html
+from roles.verification.summary import render_html, render_markdown
 from tests.support.drift_images import Workstation, verify_report
 from tests.support.report_samples import sample
 from verify.report.report import Report
@@ -92,7 +91,7 @@ def test_an_unreadable_last_passing_report_is_logged_and_skipped(reports, tmp_pa
     arrive(tmp_path, reports["rsmi"])
     last_pass_path(tmp_path, "ws1").parent.mkdir()
     last_pass_path(tmp_path, "ws1").write_text("{cut off")
-    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
+    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.reports"):
         found = baseline(tmp_path, "ws1")
     assert found[1].startswith("the previous report")
     assert f"{last_pass_path(tmp_path, 'ws1')} is not a readable report" in caplog.text
@@ -115,7 +114,7 @@ def test_a_baseline_of_another_shape_is_logged_and_gives_no_drift(reports, tmp_p
     [strays] = [check for check in odd["checks"] if check["id"] == "strays"]
     strays["evidence"] = {"schema": "verify.strays/1", "strays": [{"architecture": "amd64"}]}  # schema-valid, odd
     last_pass_path(tmp_path, "ws1").write_text(json.dumps(odd))
-    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
+    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.reports"):
         assert compare_and_keep(tmp_path, "ws1", reports["rsmi"], passed=False) is None
     assert "ws1: no drift from the last passing report" in caplog.text
 
@@ -127,7 +126,7 @@ def test_a_last_passing_report_edited_since_is_no_baseline(reports, tmp_path, ca
     arrive(tmp_path, reports["passing"])
     arrive(tmp_path, reports["rsmi"])
     last_pass_path(tmp_path, "ws1").write_text(json.dumps(dict(reports["rsmi"].to_json(), verdict="pass")))
-    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.report_history"):
+    with caplog.at_level(logging.WARNING, logger="pyinfra.rocm_fleet.reports"):
         found = baseline(tmp_path, "ws1")
     assert found[1].startswith("the previous report")
     assert "no longer proves a pass (the report's verdict 'pass' is not what its checks give" in caplog.text

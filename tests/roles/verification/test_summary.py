@@ -1,4 +1,4 @@
-"""roles/verification/summary.py and summary_html.py: the fleet summary, rendered from real reports and from a
+"""roles/verification/summary.py: the fleet summary, rendered from real reports and from a
 synthetic fleet of sixty.
 
 The real reports come from the real verifier: on the torch-cpu venv (fails: no system ROCm), with the HIP stand-in
@@ -14,8 +14,7 @@ from html.parser import HTMLParser
 import pytest
 
 from roles.verification.host_row import COLUMNS, NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, row_for
-from roles.verification.summary import check_counts, fold, groups, render_markdown
-from roles.verification.summary_html import CSP, render_html
+from roles.verification.summary import CSP, check_counts, fold, groups, render_html, render_markdown
 from tests.support.fleet_reports import NO_HIPBLAS, STRAY, fleet_of
 from tests.support.standin_rocm import StandinImage
 from tests.support.verify_runs import cached_check, run_check_root, torch_cpu_venv

@@ -1,4 +1,4 @@
-"""roles/verification/summary_html.py judged in a real browser: Debian's headless Chromium (tests/support/browser.py)
+"""roles/verification/summary.py's page judged in a real browser: Debian's headless Chromium (tests/support/browser.py)
 loads the page for a synthetic fleet of 60 hosts of four kinds — 40 pass, 12 without ROCm, 5 with a stray package,
 3 unreachable (tests/support/fleet_reports.py: reports built as the verifier builds them, not run) — and the test
 asserts on what a person sees after the page has loaded: four finding groups, the filter (typed into, key by key),
@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from roles.verification.summary_html import render_html
+from roles.verification.summary import render_html
 from tests.support.browser import Browser
 from tests.support.fleet_reports import fleet_of
 

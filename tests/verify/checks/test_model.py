@@ -386,7 +386,7 @@ def test_the_venv_python_is_never_run_as_root(account, tmp_path):
     assert check.status == FAIL and check.reason == f"model probe failed: {run.error}"
 
 
-# --- in the registry: after NF4, where it passed, as the probe's account ------------------------------------------
+# --- in `verify check`: after NF4, where it passed, as the probe's account ----------------------------------------
 
 
 @pytest.mark.slow

@@ -151,7 +151,7 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
     modules = [
         line.rsplit("|", 1)[-1].strip() for line in imported.stderr.splitlines() if line.startswith("import time:")
     ]
-    assert "verify.checks.registry" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
+    assert "verify.checks.linkage" in modules and "elftools.elf.structs" in modules, imported.stderr[-2000:]
     assert not [m for m in modules if m.split(".")[0] in ("torch", "bitsandbytes", "numpy")]
     assert done.returncode == imported.returncode == 0
 
@@ -215,7 +215,7 @@ def test_a_damaged_verifier_is_refused_by_its_launcher_in_one_line_and_exit_0(wo
     """The launcher holds the installed version to its rule first (tests/roles/test_verifier.py has every way it can
     break): apt's output gets one line, and apt's exit status is untouched."""
     broken = install(tmp_path / "verifier")
-    (broken / version() / "verify" / "checks" / "registry.py").unlink()
+    (broken / version() / "verify" / "checks" / "host.py").unlink()
     done = hook(broken, workstation.root, tmp_path / "state")
     assert (done.returncode, done.stdout) == (0, "")
     [line] = done.stderr.splitlines()

@@ -17,7 +17,8 @@ from tests.support.standin_rocm import SITE, VENV, StandinImage
 from tests.support.venvs import REPO
 from tests.support.verify_runs import cached_check, torch_cpu_venv
 from tests.verify.ld.test_elf import _sparse
-from verify.checks.registry import CheckOptions, run_checks
+from verify.checks.host import CheckOptions
+from verify.commands.check import run_checks
 from verify.report.report import STATIC_CHECK_IDS, judge_report, load_schema
 
 

@@ -186,7 +186,7 @@ def test_the_order_is_worse_then_better_then_changed():
 
 
 def _kernel_report(*, running, installed, without=(), driver="pass", driver_reason="ok", boot=None):
-    """A report with these kernel facts and a kernel.driver check — shaped as verify/checks/registry.py writes them
+    """A report with these kernel facts and a kernel.driver check — shaped as verify/commands/check.py writes them
     (an image under --root has no running kernel, so these are built directly)."""
     from dataclasses import replace
 

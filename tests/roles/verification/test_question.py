@@ -1,5 +1,6 @@
-"""roles/verification/request.py: the question a host's settings ask (verify/question.py), and the verification
-stage's arguments derived from it (pure). A real report answering them: tests/roles/verification/test_deploy.py."""
+"""The question a host's settings ask (roles/verifier.py `question_for`, verify/question.py), and the verification
+stage's arguments derived from it (roles/verification/deploy.py `check_arguments`). A real report answering them:
+tests/roles/verification/test_deploy.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import argparse
 from pathlib import Path
 
 from roles.settings import check_data
-from roles.verification.request import check_arguments, question_for
+from roles.verification.deploy import check_arguments
+from roles.verifier import question_for
 from verify.question import Question
 
 LABEL = "torch 2.13.0 CPU, stand-in for the ROCm wheel"
