@@ -41,7 +41,7 @@ from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 VENV = "/opt/rocm-fleet/venv"
