@@ -152,8 +152,8 @@ def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
 
 
 def boot_unit_command(root: Path, key: str = "ExecStart") -> str:
-    """The ExecStart command of the boot check's unit on a host (a chroot has no systemd as PID 1: tests run it by
-    hand, with `sh -c`, which reads systemd's quoting of these words alike)."""
+    """The ExecStart command of the boot check's unit on a host, for tests that run it by hand and read its output
+    (`sh -c` reads systemd's quoting of these words alike); systemd runs it at a boot in test_booted_hosts.py."""
     from roles.boot_check.model import UNIT_PATH
 
     unit = (root / UNIT_PATH.lstrip("/")).read_text()
