@@ -28,15 +28,15 @@ STAGES = {
     "rocm": rocm_stage,  # 3: ROCm 7.2.4 through amdgpu-install, /opt/rocm, render/video
     "venv": venv,  # 4: the torch + bitsandbytes venv (or from the wheelhouse)
     "strays": strays,  # 5: distro ROCm packages: report or remove
-    # Before verify, which stops a failing host: every provisioned host gets the dpkg-run re-check, and the
-    # once-per-boot re-check (the next kernel takes effect only at the next boot).
-    "apt_hook": apt_hook,
-    "boot_check": boot_check,
-    "verify": verify,  # 6: the verifier on the host: linkage, versions, NF4; reports/<host>.json
+    # 6 and 7 before verify, which stops a failing host: every provisioned host gets the re-check after each dpkg run
+    # and the once-per-boot re-check (the next kernel takes effect only at the next boot).
+    "apt_hook": apt_hook,  # 6: dpkg's post-invoke and apt's DPkg::Post-Invoke run the static check
+    "boot_check": boot_check,  # 7: rocm-fleet-boot-check.service, the full check once per boot
+    "verify": verify,  # 8: the verifier on the host: linkage, versions, NF4; reports/<host>.json
 }
 
 require_valid_inventory()  # before any stage: bad inventory data refuses the whole run, on every host
 read_ahead_for_stages(STAGES.values())  # what every stage below asks each host, in one command per host
 tasks = Path(__file__).resolve().parent / "tasks"
-for stage in STAGES:
+for stage in STAGES:  # each stage runs as its task file, so the whole deploy and a stage alone run the same code
     local.include(str(tasks / f"{stage}.py"))

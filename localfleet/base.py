@@ -31,7 +31,7 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 # What a real workstation (and the deploy) needs beyond minbase, and why:
 INCLUDE = (
-    "python3",  # the verifier zipapp runs with the host's own python3 (3.11, matching the torch cp311 wheel)
+    "python3",  # the installed verifier runs with the host's own python3 (3.11, matching the torch cp311 wheel)
     "python3-venv",  # the venv stage (`python3 -m venv` with ensurepip)
     "openssh-server",  # how pyinfra reaches the host (brings openssh-sftp-server for uploads)
     "sudo",  # real fleets log in as an admin user with sudo: the `admin` account below

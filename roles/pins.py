@@ -58,3 +58,6 @@ MIN_FREE_DISK_GB = ROCM_DISK_GB + VENV_DISK_GB
 NODE_EXPORTER_TEXTFILE_DIR = METRICS_DEFAULT_DIR
 # How long apt/dpkg wait for another package run (unattended-upgrades, a user's apt) to release the dpkg lock.
 DPKG_LOCK_TIMEOUT = 300
+# How old a host's newest full result (the verification's, the boot check's) may be before the status calls it stale:
+# a week, so that a fleet re-verified weekly (or rebooted: the boot check) never shows it.
+MAX_RESULT_AGE = 7 * 24 * 3600

@@ -255,6 +255,14 @@ SCHEMA: tuple[Key, ...] = (
         "boot after the kernel or boot id changed; False removes it",
     ),
     Key(
+        "max_result_age",
+        "int (seconds)",
+        pins.MAX_RESULT_AGE,
+        count,
+        meaning="the status task marks a host WARN (stale) when its newest full result — the verification's or the "
+        "boot check's — is older than this (default 7 days); 0: never",
+    ),
+    Key(
         "new_users_gpu_groups",
         "bool",
         True,
@@ -331,6 +339,7 @@ class HostSettings:
     dpkg_lock_timeout: int
     apt_hook: bool
     boot_check: bool
+    max_result_age: int
     new_users_gpu_groups: bool
     verify_device: str
     node_exporter_textfile_dir: str | None

@@ -217,7 +217,8 @@ class InstalledVerifier(FactBase):
 
 def install_script(partial: str, token: str, top: str = TOP, legacy: tuple[str, ...] = LEGACY) -> str:
     """Shell (root, under the host lock) that installs the uploaded archive at `partial` as this checkout's version:
-    checked against the sha256 computed here, unpacked, compiled and sealed in a private directory, held to the
+    checked against the sha256 computed here, unpacked, the host's python3 held to the launcher's interpreter rule,
+    compiled and sealed in a private directory, held to the
     launcher's rule, moved into place; then the launcher copied beside it, `current` switched, older versions
     removed (all but the one `current` named before), and what the earlier layout left."""
     q = shlex.quote
@@ -236,6 +237,8 @@ def install_script(partial: str, token: str, top: str = TOP, legacy: tuple[str, 
             f"work=$(mktemp -d {q(top)}/.install.XXXXXXXX)",
             f'tar -xzf {q(partial)} -C "$work" --no-same-owner',
             f"rm -f {q(partial)}",
+            # The interpreter compiles and seals as root: it is held to the launcher's rule before it runs anything.
+            f'if ! python3 -I -S {launcher} --interpreter > /dev/null; then rm -rf "$work"; exit {REFUSED}; fi',
             'python3 -I -S -m compileall -q --invalidation-mode unchecked-hash "$work" > /dev/null',
             'chmod -R u=rwX,go=rX "$work"',
             f'python3 -I -S {launcher} --seal "$work"',

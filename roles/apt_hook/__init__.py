@@ -1,1 +1,2 @@
-"""The apt hook: after every dpkg run, re-check what the venv's Python process would load."""
+"""The apt hook: after every change to the dpkg database (dpkg's post-invoke, apt's DPkg::Post-Invoke), re-check what
+the venv's Python process would load."""

@@ -24,7 +24,7 @@ def apt_hook(settings: HostSettings) -> None:
         return
     new_verifier = install_verifier(settings.dpkg_lock_timeout)
     operations.apt_hook(
-        name="Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
+        name="Re-check linkage and strays after every dpkg run (dpkg post-invoke, apt DPkg::Post-Invoke)",
         present=True,
         question=question_for(settings),
         new_verifier=new_verifier,

@@ -9,13 +9,14 @@ from roles import run_reads
 from roles.apt_hook.facts import AptHookFiles
 from roles.apt_hook.model import (
     CONF_PATH,
+    DPKG_CONF_PATH,
     LOCK_WHAT,
     HookSpec,
     HookSpecError,
-    config_text,
-    hook_command,
+    baseline_command,
+    hook_files,
     remove_command,
-    write_config_command,
+    write_file_command,
 )
 from roles.host_lock import under_host_lock
 from roles.stage import fail_command
@@ -39,11 +40,12 @@ def apt_hook(
     new_verifier: bool = False,
     lock_timeout: int = 300,
 ):
-    """The apt hook that re-checks linkage and strays after every dpkg run, asking the installed verifier `question`
-    (the inventory's; with its `metrics_dir`, each run also rewrites node_exporter's rocm_fleet.prom there): its line
-    installed, and run once when it changed or this run installs a new verifier (`new_verifier`), to record the
-    baseline the next dpkg run is compared with; or, with present=False, its configuration and results removed.
-    Changes run under the host lock, waiting up to `lock_timeout` seconds for another run."""
+    """The apt hook that re-checks linkage and strays after every change to the dpkg database, asking the installed
+    verifier `question` (the inventory's; with its `metrics_dir`, each run also rewrites node_exporter's
+    rocm_fleet.prom there): its script and dpkg's and apt's lines installed (roles/apt_hook/model.py), and the check
+    run once when one of them changed or this run installs a new verifier (`new_verifier`), to record the baseline
+    the next dpkg run is compared with; or, with present=False, its files and results removed. Changes run under the
+    host lock, waiting up to `lock_timeout` seconds for another run."""
     files = run_reads.ask(AptHookFiles)
     if not present:
         if not files.anything:
@@ -62,15 +64,12 @@ def apt_hook(
     except HookSpecError as error:
         yield fail_command(str(error))
         return
-    wanted = config_text(spec)
-    new_config = not _same_text(files.config, wanted)
-    if not (new_config or new_verifier):
+    changed = [file for file in hook_files(spec) if not _same_text(files.text_of(file.path), file.text)]
+    if not (changed or new_verifier):
         # Without a result (deleted, or the venv not there yet) the next dpkg run records its baseline itself:
         # running the hook here every time would make this operation change something on every deploy.
         baseline = "" if files.has_state else "; no result recorded yet: the next dpkg run records its baseline"
-        host.noop(f"apt hook installed and up to date ({CONF_PATH}){baseline}")
+        host.noop(f"apt hook installed and up to date ({DPKG_CONF_PATH}, {CONF_PATH}){baseline}")
         return
-    steps = [write_config_command(wanted)] if new_config else []
-    # Run it once now, as apt will: records the baseline the next dpkg run is compared with.
-    steps.append(hook_command(spec))
-    yield _locked(steps, lock_timeout)
+    # Run it once now, as dpkg and apt will: records the baseline the next dpkg run is compared with.
+    yield _locked([*(write_file_command(file) for file in changed), baseline_command()], lock_timeout)

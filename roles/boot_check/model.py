@@ -4,8 +4,9 @@ where its files go, and the shell commands that install and remove it. Pure: no 
 Why: with `--no-dkms` the GPU depends on the kernel's in-box amdgpu driver, and a kernel an upgrade installed takes
 effect at the next boot — which no deploy and no apt hook sees. The unit runs the full check (`verify check`'s
 question, the same arguments as the verification stage: runtime and NF4 on every GPU) after each boot whose boot id or
-kernel differs from the last result's, with a time limit, and keeps the result in /var/lib/rocm-fleet/boot-check/
-(beside the apt hook's state); `tasks/verify.py` reads it back and the controller's drift says what the reboot did.
+kernel differs from the last result's, within a time limit derived from its own arguments (`start_limit_s`), and keeps
+the result in /var/lib/rocm-fleet/boot-check/ (beside the apt hook's state); `tasks/verify.py` reads it back and the
+controller's drift says what the reboot did.
 
 Files on the host:
     /etc/systemd/system/rocm-fleet-boot-check.service                       the unit (Type=oneshot)
@@ -19,9 +20,13 @@ command itself waits for /dev/kfd when an AMD GPU is on PCI.
 
 from __future__ import annotations
 
+import argparse
+import math
 import shlex
 
 from roles.verifier import LAUNCHER, verifier_command
+from verify.checks.host import STATIC_TIME_LIMIT
+from verify.commands import boot_check
 from verify.launcher import PREFIXES
 from verify.report.boot_state import DEFAULT_DIR as BOOT_CHECK_STATE_DIR
 
@@ -30,9 +35,11 @@ UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 WANTS_LINK = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
 STATE_DIR = BOOT_CHECK_STATE_DIR  # where `verify boot-check` keeps its result, and the status task reads it
 DRIVER_WAIT_S = 120  # how long the command waits for /dev/kfd after boot (udev loads amdgpu)
-PROBE_LIMIT_S = 900  # the runtime probe's limit (verify check --timeout)
-# The unit's own limit: the driver wait, the probe's limit, and the static part and start-up with room to spare.
-UNIT_LIMIT_S = DRIVER_WAIT_S + PROBE_LIMIT_S + 180
+PROBE_LIMIT_S = 900  # the runtime probe's limit: runtime, maps and NF4 (verify check --timeout)
+MODEL_LIMIT_S = 600  # the model check's limit (verify check --model-timeout)
+# Beyond the limits the command's arguments set: the interpreter's start, reading the last result, writing this one
+# and the metrics file.
+MARGIN_S = 120
 
 
 def boot_check_arguments(check_arguments: list[str]) -> list[str]:
@@ -51,11 +58,25 @@ def boot_check_arguments(check_arguments: list[str]) -> list[str]:
         *arguments,
         "--timeout",
         str(PROBE_LIMIT_S),
+        "--model-timeout",
+        str(MODEL_LIMIT_S),
         "--driver-wait",
         str(DRIVER_WAIT_S),
         "--state-dir",
         STATE_DIR,
     ]
+
+
+def start_limit_s(arguments: list[str]) -> int:
+    """TimeoutStartSec, from the unit's own `verify boot-check` arguments as the verifier's own parser reads them
+    (its defaults for what they leave out): the wait for /dev/kfd, the static part's limit, the runtime probe's, the
+    model check's when it runs (not `--model off`, not --static-only), and MARGIN_S. Whatever the arguments allow the
+    command, systemd allows the unit: it is never killed while its own limits still hold."""
+    parser = argparse.ArgumentParser(prog="verify")
+    boot_check.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(arguments)
+    model = 0.0 if args.model == "off" or args.static_only else args.model_timeout
+    return math.ceil(args.driver_wait + STATIC_TIME_LIMIT + args.timeout + model + MARGIN_S)
 
 
 def exec_start(python: str, arguments: list[str]) -> str:
@@ -86,7 +107,7 @@ def unit_text(python: str, arguments: list[str]) -> str:
         "[Service]\n"
         "Type=oneshot\n"
         f"ExecStart={exec_start(python, arguments)}\n"
-        f"TimeoutStartSec={UNIT_LIMIT_S}\n"
+        f"TimeoutStartSec={start_limit_s(arguments)}\n"
         "Nice=10\n"
         "\n"
         "[Install]\n"

@@ -23,7 +23,12 @@ _COLOURS = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
 def status(settings: HostSettings) -> None:
     summary = fleet_summary(state, reports_dir_for(settings), status=True)
     outcome = outcome_of(
-        host.name, host.get_fact(KeptResults), settings.torch_label, request=question_for(settings).to_request()
+        host.name,
+        host.get_fact(KeptResults),
+        settings.torch_label,
+        request=question_for(settings).to_request(),
+        max_result_age=settings.max_result_age,
+        boot_check=settings.boot_check,
     )
     summary.record(outcome)
     row = summary.row_of(outcome)

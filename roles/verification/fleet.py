@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -34,6 +32,7 @@ from pyinfra import state as pyinfra_state
 from pyinfra.api.state import BaseStateCallback
 
 from roles.settings import HostSettings
+from roles.verification.atomic_write import write_atomically
 from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
 from roles.verification.summary import fleet_counts, html_of, markdown_of
 from verify.report.host_input import inert
@@ -144,8 +143,8 @@ class FleetSummary(BaseStateCallback):
         rows = [replace(row, history=history.of(row.host)) for row in rows]
         markdown = self.reports_dir / self.files[0]
         page = self.reports_dir / self.files[1]
-        markdown.write_text(markdown_of(rows, title=self.title, generated_at=stamp), encoding="utf-8")
-        page.write_text(html_of(rows, title=self.title, generated_at=stamp), encoding="utf-8")
+        write_atomically(markdown, markdown_of(rows, title=self.title, generated_at=stamp))
+        write_atomically(page, html_of(rows, title=self.title, generated_at=stamp))
         counts = fleet_counts(rows)
         log.info(
             "%s: %s — %s and %s",
@@ -246,13 +245,5 @@ class VerdictHistory:
         for host, (verdict, at) in verdicts.items():
             kept = [e for e in self.hosts.get(host, []) if e.get("run") != run]
             self.hosts[host] = (kept + [{"verdict": verdict, "at": at, "run": run}])[-HISTORY_KEEP:]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"kind": HISTORY_KIND, "version": HISTORY_VERSION, "hosts": self.hosts}, indent=0) + "\n"
-        fd, partial = tempfile.mkstemp(prefix=f".{HISTORY_FILE}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(partial, self.path)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
+        write_atomically(self.path, text)

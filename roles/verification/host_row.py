@@ -4,7 +4,8 @@ or why there is none — to the verdict, the finding it rests on, every other fi
 One rule: a host passes only on a report that proves it (verify/report/report.py `judge_report`, the rule the
 verification stage applies): a report that proves nothing leaves its host NOT VERIFIED, saying why. Results newer than
 the report that ran the static checks only (the apt hook's, read by the status task: `later`) can make the verdict
-worse, never better; kept files that could not be used (`unusable`) leave the host NOT VERIFIED. summary.py groups
+worse, never better; kept files that could not be used (`unusable`) leave the host NOT VERIFIED; what those results
+cannot see (`unseen`: packages changed since, an earlier boot, a stale result) makes a pass a WARN. summary.py groups
 the rows of a fleet and writes the Markdown and the page.
 """
 
@@ -71,6 +72,15 @@ class Later:
 
 
 @dataclass(frozen=True)
+class Unseen:
+    """What the results a row rests on cannot see (the status task: packages changed since, an earlier boot, a stale
+    result): a pass is then not proven for the host as it is now, so it shows as WARN; a worse verdict stays."""
+
+    short: str  # a few words for the As-of cell: "packages changed"
+    line: str  # the finding: what, since when, and what to run
+
+
+@dataclass(frozen=True)
 class HostOutcome:
     host: str
     state: str  # VERIFIED | UNREACHABLE | NOT_VERIFIED
@@ -83,6 +93,7 @@ class HostOutcome:
     unusable: tuple[str, ...] = ()  # kept files that could not be used, one line each
     sources: tuple[str, ...] = ()  # what was read on the host and how old it is, one line each (the status task)
     history: tuple[tuple[str, str], ...] = ()  # (verdict, when) of the host's last runs, oldest first
+    unseen: tuple[Unseen, ...] = ()  # what the results shown cannot see (the status task)
 
 
 @dataclass(frozen=True)
@@ -298,6 +309,8 @@ def _findings(outcome: HostOutcome) -> tuple[Finding, ...]:
             add(Finding(check.status.upper(), check.reason, check.id, (label,) if label else ()))
     for line in outcome.unusable:
         add(Finding("NOT VERIFIED", line))
+    for item in outcome.unseen:
+        add(Finding("WARN", item.line))
     for line in outcome.drift:
         status, _, text = line.partition(" ")
         add(Finding(status, text))
@@ -316,7 +329,7 @@ def _verdict(outcome: HostOutcome, findings: Sequence[Finding]) -> str:
         return "FAIL"
     if outcome.unusable or not all(v in (PASS, WARN) for v in verdicts):
         return "NOT VERIFIED"
-    return "WARN" if WARN in verdicts else "PASS"
+    return "WARN" if WARN in verdicts or outcome.unseen else "PASS"
 
 
 def _checks(outcome: HostOutcome) -> tuple[tuple[str, str], ...]:
@@ -341,7 +354,7 @@ def row_for(outcome: HostOutcome) -> Row:
     wanted = {"FAIL": "FAIL", "NOT VERIFIED": "NOT VERIFIED", "WARN": "WARN"}.get(verdict)
     lead = next((f for f in findings if f.status == wanted), None)
     shown = outcome.report or (outcome.later[-1].report if outcome.later else None)
-    if outcome.report is not None and not (outcome.later or outcome.unusable):
+    if outcome.report is not None and not (outcome.later or outcome.unusable or outcome.unseen):
         reason = outcome.report.reason  # the verifier's own line
     elif lead is not None:
         reason = lead.line
@@ -372,5 +385,6 @@ def row_for(outcome: HostOutcome) -> Row:
         strays=_strays(shown),
         nf4=_nf4(shown),
         model=_model(shown),
-        as_of=outcome.as_of or short_time(shown.generated_at),
+        as_of=(outcome.as_of or short_time(shown.generated_at))
+        + (f" ⚠ {', '.join(item.short for item in outcome.unseen)}" if outcome.unseen else ""),
     )

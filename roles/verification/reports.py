@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from typing import Any
 
 from pyinfra import logger
 
+from roles.verification.atomic_write import write_atomically
 from roles.verification.fleet import fleet_summary
 from verify.report import host_input
 from verify.report.drift import Drift, compare_reports
@@ -183,11 +183,8 @@ def report_filename(host_name: str) -> str:
 
 def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
     """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
-    reports_dir.mkdir(parents=True, exist_ok=True)
     target = reports_dir / report_filename(host_name)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(report.to_json(), indent=1) + "\n", encoding="utf-8")
-    os.replace(partial, target)
+    write_atomically(target, json.dumps(report.to_json(), indent=1) + "\n")
     return target
 
 

@@ -160,6 +160,7 @@ def _md_names(text: str) -> str:
 
 
 def render_markdown(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
+    """The Markdown straight from outcomes, for one-off renderings (the tests'); the summary writer uses markdown_of."""
     return markdown_of([row_for(o) for o in outcomes], title=title, generated_at=generated_at)
 
 
@@ -303,6 +304,7 @@ def _row(row: Row, group: str) -> str:
 
 
 def render_html(outcomes: Iterable[HostOutcome], *, title: str, generated_at: str) -> str:
+    """The page straight from outcomes, for one-off renderings (the tests'); the summary writer uses html_of."""
     return html_of([row_for(o) for o in outcomes], title=title, generated_at=generated_at)
 
 

@@ -40,7 +40,8 @@ ALWAYS_RUN = (
 # change only when verify/ changed between the two runs (see below).
 FOLLOW_THE_VERIFIER = (
     "tasks/strays.py | Strays | Install the verifier",
-    "tasks/apt_hook.py | Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)",
+    "tasks/apt_hook.py | Apt hook | Re-check linkage and strays after every dpkg run "
+    "(dpkg post-invoke, apt DPkg::Post-Invoke)",
 )
 
 

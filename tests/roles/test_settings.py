@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -193,6 +194,9 @@ def test_valid_data_is_normalised():
         ({"gpu_required": "no"}, "gpu_required", "got the string 'no', expected True or False"),
         ({"min_free_disk_gb": -1}, "min_free_disk_gb", "got the number -1, expected a whole number >= 0"),
         ({"dpkg_lock_timeout": 1.5}, "dpkg_lock_timeout", "got the number 1.5, expected a whole number >= 0"),
+        ({"max_result_age": -1}, "max_result_age", "got the number -1, expected a whole number >= 0"),
+        ({"max_result_age": "7d"}, "max_result_age", "got the string '7d', expected a whole number >= 0"),
+        ({"max_result_age": True}, "max_result_age", "got the boolean True, expected a whole number >= 0"),
         (
             {"workstation_users": "maria"},
             "workstation_users",
@@ -595,6 +599,23 @@ def test_cli_refuses_the_whole_run_before_any_command_runs(tmp_path, task):
         "--data rocm_release='\"7.2.4\"')"
     )
     # -vv echoes every command sent to a host (">>> …"), facts included: there must be none, on any host.
+    assert ">>>" not in output, output
+
+
+@pytest.mark.slow
+def test_cli_refuses_a_bad_max_result_age_before_the_status_task_asks_any_host():
+    """max_result_age is read by the status task only; a bad one is still refused before any host is touched."""
+    inventory_text = FLEET.replace("rocm_release=7.2", "max_result_age='7d'")
+    with tempfile.TemporaryDirectory() as directory:
+        inventory = _inventory(Path(directory), inventory_text)
+        done = _pyinfra(str(inventory), "tasks/status.py", "-y", "-vv")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    errors = [line for line in output.splitlines() if "pyinfra error" in line]
+    assert len(errors) == 1 and errors[0].endswith(
+        "inventory data of host @fake/ws-02, key max_result_age (host data): got the string '7d', expected a whole "
+        "number >= 0"
+    ), output
     assert ">>>" not in output, output
 
 

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
-from roles.apt_hook.model import CONF_PATH, HOOK_DIR, HOOK_PREFIX
+from roles.apt_hook.model import CONF_PATH, HOOK_DIR, HOOK_PREFIX, SCRIPT_PATH
+from roles.verification.host_row import short_time
 from roles.verifier import TOP, not_installed_line
 from tests.support.debs import build_deb
-from tests.support.fleet_deploy import deploy, snapshot
+from tests.support.fleet_deploy import deploy, snapshot, summary_row
+from tests.support.waiting import wait_for
+from verify.report.kept import parse_time
 
 pytestmark = [
     pytest.mark.root,
@@ -28,7 +32,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
-HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (DPkg::Post-Invoke)"
+HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (dpkg post-invoke, apt DPkg::Post-Invoke)"
 NEW_STRAY = (
     "worse: new stray package: librocm-smi64-1 5.2.3-2 (pulled in by slurm-wlm-rsmi-plugin, "
     "slurm-wlm-rsmi-plugin-dev; ships librocm_smi64.so.1, which a ROCm 7.2 consumer could bind to)"
@@ -66,7 +70,7 @@ def test_hook_installed_then_nothing_to_do(fleet):
     assert HOOK_OP in run.changed_operations, run.explain()
     assert (
         "--venv /opt/rocm-fleet/venv --expect-rocm 7.2.4 --expect-bitsandbytes 0.50.1"
-        in (host.root / CONF_PATH.lstrip("/")).read_text()
+        in (host.root / SCRIPT_PATH.lstrip("/")).read_text()
     )
     baseline = json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())
     assert baseline["report"]["request"]["static_only"] is True and baseline["drift"] is None
@@ -134,6 +138,64 @@ def test_verify_changes_nothing_on_the_host_but_the_verifier_and_its_kept_report
     assert kept in moved and set(moved) <= {"/var/lib/rocm-fleet", kept}, moved
     assert "[ws1] DRIFT better since the previous report (" in run.log, run.explain()
     assert "stray package gone: librocm-smi64-1 5.2.3-2" in run.log, run.explain()
+
+
+def status_of(up, reports) -> str:
+    """`pyinfra INVENTORY tasks/status.py` as the admin runs it; the host's row and its findings (reports/status.md)."""
+    run = deploy(up.inventory, "tasks/status.py")
+    assert run.returncode == 0, run.explain()
+    return (reports / "status.md").read_text()
+
+
+def hook_time(host) -> float:
+    """When the apt hook's last result was made (its checked_at), by the host's clock (this machine's)."""
+    return parse_time(json.loads((host.root / HOOK_DIR.lstrip("/") / "last.json").read_text())["checked_at"])
+
+
+def test_a_plain_dpkg_i_of_a_downloaded_stray_is_rechecked_and_the_status_names_it(fleet):
+    """Issue 26 as a new user tried it: `apt-get download librocm-smi64-1` (Debian's ROCm 5 SMI library, from the
+    archive), then `sudo dpkg -i` of it. dpkg's own post-invoke runs the check; the status names the stray and says
+    nothing changed past it."""
+    up, host, reports = fleet
+    host.ssh(["sh", "-c", "cd && apt-get download librocm-smi64-1"])  # as the admin, in its home
+    done = host.ssh(["sh", "-c", "cd && sudo dpkg -i librocm-smi64-1_*.deb"], check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    hook = [line for line in output.splitlines() if line.startswith(HOOK_PREFIX)]
+    assert hook[0].startswith(f"{HOOK_PREFIX} WARNING: this dpkg run made the ROCm setup of /opt/rocm-fleet/venv worse")
+    assert any("new stray package: librocm-smi64-1 5.2.3-2" in line for line in hook), hook
+    status = status_of(up, reports)
+    row = summary_row(status, "ws1")
+    assert "librocm-smi64-1 5.2.3-2" in status and "packages changed" not in status, status
+    assert row.startswith("| ws1 | **FAIL** |"), row
+
+
+def test_a_dpkg_run_past_every_hook_makes_the_status_say_packages_changed_since(fleet):
+    """A front end that says it holds dpkg's lock (DPKG_FRONTEND_LOCKED) and runs no apt Post-Invoke: no hook runs,
+    and the status says what dpkg's log names after the newest result shown (the hook's, of the dpkg -i above)."""
+    up, host, reports = fleet
+    checked = hook_time(host)
+    wait_for(lambda: time.time() >= checked + 1, "the second after the hook's result")  # dpkg logs whole seconds
+    done = host.ssh(["sudo", "env", "DPKG_FRONTEND_LOCKED=1", "dpkg", "--purge", "librocm-smi64-1"], check=False)
+    assert done.returncode == 0 and HOOK_PREFIX not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert hook_time(host) == checked  # nothing re-checked
+    status = status_of(up, reports)
+    since = short_time(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(checked)))
+    assert f"packages changed since {since}: librocm-smi64-1 5.2.3-2 removed" in status, status
+    assert summary_row(status, "ws1").endswith("⚠ packages changed |"), status
+
+
+def test_the_next_verification_covers_them_and_a_status_file_edited_past_dpkg_is_said_too(fleet):
+    up, host, reports = fleet
+    run = deploy(up.inventory, "tasks/verify.py")
+    assert run.returncode == 1, run.explain()
+    assert "packages changed" not in status_of(up, reports)
+    verified = parse_time(json.loads((host.root / "var/lib/rocm-fleet/last-verify.json").read_text())["generated_at"])
+    wait_for(lambda: time.time() >= verified + 1, "the second after the verification's report")
+    host.ssh(["sudo", "touch", "/var/lib/dpkg/status"])  # as an edit of the database past dpkg leaves it
+    status = status_of(up, reports)
+    assert "the dpkg database (/var/lib/dpkg/status) was changed at" in status, status
+    assert "(its log names no package since)" in status, status
 
 
 def test_the_hooks_own_failure_is_one_line_and_leaves_apts_exit_status(fleet, tmp_path):

@@ -130,10 +130,9 @@ def test_the_boot_check_runs_at_the_next_boot_and_keeps_its_result_with_that_boo
     assert kept["report"]["request"]["static_only"] is False  # the full check: runtime and NF4 included
 
 
-def test_the_status_shows_the_host_as_of_that_boots_check(booted):
-    host = booted.host
-    kept = boot_result(host)
-    done = subprocess.run(
+def run_status(booted) -> subprocess.CompletedProcess:
+    """`pyinfra INVENTORY tasks/status.py -y`, as the admin runs it."""
+    return subprocess.run(
         [PYINFRA, str(booted.fleet.inventory), "tasks/status.py", "-y"],
         capture_output=True,
         text=True,
@@ -141,6 +140,12 @@ def test_the_status_shows_the_host_as_of_that_boots_check(booted):
         env=ENV,
         timeout=600,
     )
+
+
+def test_the_status_shows_the_host_as_of_that_boots_check(booted):
+    host = booted.host
+    kept = boot_result(host)
+    done = run_status(booted)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     status = (booted.reports / "status.md").read_text()
     row = summary_row(status, "ws1")
@@ -152,6 +157,8 @@ def test_the_status_shows_the_host_as_of_that_boots_check(booted):
     when = re.escape(short_time(kept["checked_at"]))
     assert re.search(rf"<li>boot check in {re.escape(KERNEL)}: FAIL as of {when} \([^)<]*\) — shown</li>", page), page
     assert re.search(r"<li>verification: FAIL as of [^<]* — older than what is shown: not counted</li>", page), page
+    # Nothing it cannot see: the result is this boot's, and no package changed after it.
+    assert "⚠" not in row.split(" | ")[-1] and "earlier boot" not in status and "packages changed" not in status, row
 
 
 def test_a_real_node_exporter_service_started_at_boot_serves_the_metrics_file(booted):
@@ -178,6 +185,19 @@ def test_a_boot_without_the_check_keeps_the_last_result_with_an_older_boots_id(b
     assert systemctl_show(host, UNIT_NAME, "ExecMainStartTimestampMonotonic") == {
         "ExecMainStartTimestampMonotonic": "0"
     }
+    # The status says so (issue 27 item 3): the row rests on that older boot's result, and says it is one.
+    done = run_status(booted)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    status_md = (booted.reports / "status.md").read_text()
+    row = summary_row(status_md, "ws1")
+    assert row.startswith("| ws1 | **FAIL** | linkage.static") and row.endswith("⚠ earlier boot |"), row
+    when = short_time(checked["checked_at"])
+    assert (
+        f"the boot check's result ({when} (" in status_md
+        and "is from an earlier boot than the running one: the boot check never ran in this boot, was killed, or "
+        "failed before writing"
+        in status_md
+    ), status_md
     # The stage finds the unit disabled and enables it again, for the boots to come.
     run = deploy(booted.fleet.inventory, "tasks/boot_check.py")
     assert run.returncode == 0, run.explain()

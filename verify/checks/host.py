@@ -29,6 +29,7 @@ from verify.report.report import CheckResult, HostInfo
 from verify.safe_read import read_text
 from verify.stack.rocm_release import rocm_release
 from verify.stack.venv_layout import find_venv
+from verify.system.boot_id import boot_id
 
 T = TypeVar("T")
 STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (README: 0.09 s)
@@ -80,7 +81,9 @@ class Host:
                     pretty = line.split("=", 1)[1].strip().strip('"')
         except OSError:
             pass
-        return HostInfo(socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version())
+        return HostInfo(
+            socket.gethostname(), pretty, platform.release(), platform.machine(), platform.python_version(), boot_id()
+        )
 
     def request(self) -> Question:
         """What was asked, as the report states it."""

@@ -2,7 +2,7 @@
 
 Self-contained on purpose: `runtime.py` feeds this file's source to `VENV/bin/python -B -` on stdin, so it
 imports nothing from `verify` (no sys.path change, no pyelftools in the probed process) and runs the same from a
-checkout and from the zipapp. It measures and records; judging is done by the caller with the host's python3.
+checkout and from the installed verifier. It measures and records; the caller judges, with the host's python3.
 
 Steps, each recorded even when an earlier one failed:
 1. `import torch`: version, torch.version.hip, torch.cuda.is_available(), every visible device and its gcnArchName

@@ -43,8 +43,6 @@ MAX_TIME_LIMIT = 3600.0
 RE_VERIFY = "re-verify with: pyinfra INVENTORY tasks/verify.py"
 # The part of the inventory's question the hook asks (verify/question.py): the rest is fixed — static checks only.
 QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root", "metrics_dir")
-# What makes two results comparable: the same question asked of the same system.
-SAME_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
 
 
 class _OneLine(Exception):
@@ -244,6 +242,8 @@ def _describe_drift(report, drift, *, venv: str, details: str, verbose: bool = F
 
 
 def _question(report) -> dict:
+    from verify.report.hook_state import SAME_QUESTION  # what makes two results comparable
+
     request = report.request.to_request()
     return {key: request[key] for key in SAME_QUESTION}
 
@@ -293,10 +293,19 @@ def _stop_time_limit() -> None:
 
 def _emit(lines: list[str]) -> None:
     try:
+        # The report's text is the host's (the venv's file names are its owner's): nothing reaches the admin's
+        # terminal as a control sequence.
+        from verify.report.host_input import inert
+    except BaseException:  # noqa: BLE001 — still one line each, and still inert
+
+        def inert(text: str) -> str:
+            return text.encode("unicode_escape").decode("ascii")
+
+    try:
         # apt may run with a non-UTF-8 locale: an arrow must not cost the whole message.
         sys.stdout.reconfigure(errors="backslashreplace")
         for line in lines:
-            sys.stdout.write(line + "\n")
+            sys.stdout.write(inert(line) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):  # apt's output closed: nothing to tell, and nothing to fail
         pass

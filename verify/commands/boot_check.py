@@ -23,20 +23,20 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 from verify.checks.probe_account import ProbeAccountError
+from verify.commands import say
 from verify.commands.check import add_arguments, options_from, refresh_metrics, run_checks
 from verify.report.boot_state import DEFAULT_DIR, BootResult, BootState
 from verify.report.hook_state import StateError
 from verify.stack.venv_layout import VenvError
+from verify.system.boot_id import BOOT_ID
+from verify.system.boot_id import boot_id as running_boot_id
 from verify.system.pci import amd_gpus
-from verify.system.textfiles import read_optional
 
 PREFIX = "rocm-fleet boot check:"  # = verify.launcher.PREFIXES["boot-check"]
-BOOT_ID = "/proc/sys/kernel/random/boot_id"
 DEFAULT_DRIVER_WAIT = 120.0
 
 
@@ -65,8 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def boot_id() -> str:
-    text, error = read_optional(BOOT_ID, 256)
-    return (text or "").strip() or f"unknown ({error or 'no ' + BOOT_ID})"
+    return running_boot_id() or f"unknown (no {BOOT_ID})"
 
 
 def wait_for_driver(
@@ -88,17 +87,17 @@ def wait_for_driver(
 def run(args: argparse.Namespace) -> int:
     options = options_from(args, "verify boot-check")
     if isinstance(options, str):
-        print(options, file=sys.stderr)
+        say(options, error=True)
         return 2
     state = BootState(args.state_dir)
     this_boot, kernel = boot_id(), platform.release()
     try:
         last = state.last()
     except StateError as error:
-        print(f"{PREFIX} {error}: this run's result replaces it")
+        say(f"{PREFIX} {error}: this run's result replaces it")
         last = None
     if last is not None and (last.boot_id, last.kernel) == (this_boot, kernel) and not args.force:
-        print(
+        say(
             f"{PREFIX} already checked this boot ({kernel}, {last.checked_at}): {last.report.verdict.upper()} — "
             f"{last.report.reason}"
         )
@@ -107,17 +106,17 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = run_checks(options)
     except (VenvError, ProbeAccountError) as error:
-        print(f"{PREFIX} no check — {error}")
+        say(f"{PREFIX} no check — {error}")
         return 2
     result = BootResult(this_boot, kernel, report.generated_at, report, last.kernel if last is not None else None)
     try:
         state.record(result)
     except OSError as error:
-        print(f"{PREFIX} could not keep the result in {args.state_dir} ({error.strerror or error})")
+        say(f"{PREFIX} could not keep the result in {args.state_dir} ({error.strerror or error})")
     # The metrics are made from every result kept beside the state directory (the verification's, the apt hook's).
     problem = refresh_metrics(args.metrics_dir, args.state_dir.parent)
     if problem is not None:
-        print(f"{PREFIX} {problem}")
+        say(f"{PREFIX} {problem}")
     after = f" (after {last.kernel})" if last is not None and last.kernel != kernel else ""
-    print(f"{PREFIX} {kernel}{after}: {report.verdict.upper()} — {report.reason}")
+    say(f"{PREFIX} {kernel}{after}: {report.verdict.upper()} — {report.reason}")
     return 1 if report.failed else 0

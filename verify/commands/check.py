@@ -33,14 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 from verify.checks import apt, environment, kernel, linkage, maps, model, nf4, runtime, strays, versions
 from verify.checks.host import CheckOptions, Host
 from verify.checks.probe_account import ProbeAccountError
-from verify.commands import seconds, write_stdout
+from verify.commands import say, seconds, write_stdout
 from verify.question import MODELS, Question, QuestionError
 from verify.report.kept_files import VERIFY_REPORT, replace_file
 from verify.report.metrics import FILE_NAME, write_metrics
@@ -120,18 +119,17 @@ def options_from(args: argparse.Namespace, command: str = "verify check") -> Che
 def run(args: argparse.Namespace) -> int:
     options = options_from(args)
     if isinstance(options, str):
-        print(options, file=sys.stderr)
+        say(options, error=True)
         return 2
     if args.metrics_dir is not None and args.keep_in is None:
-        print(
-            "verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)",
-            file=sys.stderr,
+        say(
+            "verify check: --metrics-dir needs --keep-in (the metrics are made from the results kept there)", error=True
         )
         return 2
     try:
         report = run_checks(options)
     except (VenvError, ProbeAccountError) as error:
-        print(f"verify check: {error}", file=sys.stderr)
+        say(f"verify check: {error}", error=True)
         return 2
     if args.keep_in is not None:
         keep(report, args.keep_in, args.metrics_dir)
@@ -182,13 +180,10 @@ def keep(report, directory: Path, metrics_dir: Path | None) -> None:
     try:
         replace_file(str(directory), VERIFY_REPORT, json.dumps(report.to_json(), indent=1) + "\n")
     except OSError as error:
-        print(
-            f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})",
-            file=sys.stderr,
-        )
+        say(f"verify check: warning: could not keep the report in {directory} ({error.strerror or error})", error=True)
     problem = refresh_metrics(metrics_dir, directory)
     if problem is not None:
-        print(f"verify check: warning: {problem}", file=sys.stderr)
+        say(f"verify check: warning: {problem}", error=True)
 
 
 def refresh_metrics(metrics_dir: Path | None, kept_root: Path) -> str | None:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
-from verify.commands import write_stdout
+from verify.commands import say, write_stdout
 from verify.ld.elf import ElfError
 from verify.ld.lddview import ldd_lines
 from verify.ld.process import Analyser
@@ -53,13 +52,13 @@ def library_path_of(args) -> str | None:
 
 def run(args) -> int:
     if not os.path.isdir(args.root):
-        print(f"verify ldd: --root {args.root}: not a directory (give the image's top directory)", file=sys.stderr)
+        say(f"verify ldd: --root {args.root}: not a directory (give the image's top directory)", error=True)
         return 2
     try:
         analyser = Analyser(args.root)
         image = analyser.resolve(args.file, library_path=library_path_of(args))
     except ElfError as error:
-        print(f"verify ldd: {error} (give an ELF executable or shared library)", file=sys.stderr)
+        say(f"verify ldd: {error} (give an ELF executable or shared library)", error=True)
         return 2
     lines = ldd_lines(image)
     if args.json:
@@ -69,5 +68,5 @@ def run(args) -> int:
     else:
         write_stdout(("\n".join(lines) if lines else "\tstatically linked") + "\n")
         for finding in image.findings:
-            print(f"verify ldd: {finding.message}", file=sys.stderr)
+            say(f"verify ldd: {finding.message}", error=True)
     return 0 if image.ok else 1

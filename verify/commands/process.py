@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from verify.commands import write_result
+from verify.commands import say, write_result
 from verify.commands.ldd import add_common_options, library_path_of
 from verify.ld import image as m
 from verify.ld.elf import ElfError
@@ -58,12 +57,12 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     if not os.path.isdir(args.root):
-        print(f"verify process: --root {args.root}: not a directory (give the image's top directory)", file=sys.stderr)
+        say(f"verify process: --root {args.root}: not a directory (give the image's top directory)", error=True)
         return 2
     try:
         image = Analyser(args.root).resolve_process(args.exe, args.dlopens, library_path=library_path_of(args))
     except ElfError as error:
-        print(f"verify process: {error} (give the ELF executable the process starts from)", file=sys.stderr)
+        say(f"verify process: {error} (give the ELF executable the process starts from)", error=True)
         return 2
     write_result(args.json, image.to_json, lambda: "\n".join(describe(image)) + "\n")
     return 0 if image.ok else 1

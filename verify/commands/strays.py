@@ -5,9 +5,8 @@ bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database, or a release
 from __future__ import annotations
 
 import argparse
-import sys
 
-from verify.commands import write_result
+from verify.commands import say, write_result
 from verify.debian.dpkg import DpkgDatabaseError
 from verify.debian.strays import StraysReport, find_strays
 from verify.stack.rocm_release import UnknownRelease, newest_release, rocm_release
@@ -58,12 +57,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         release = rocm_release(args.expect_rocm) if args.expect_rocm else newest_release()
     except UnknownRelease as error:
-        print(f"strays: --expect-rocm: {error}", file=sys.stderr)
+        say(f"strays: --expect-rocm: {error}", error=True)
         return 2
     try:
         report = find_strays(args.root, sonames=release.sonames)
     except DpkgDatabaseError as error:
-        print(f"strays: {error}", file=sys.stderr)
+        say(f"strays: {error}", error=True)
         return 2
     write_result(args.json, report.to_json, lambda: format_text(report))
     return 1 if report.strays else 0

@@ -30,6 +30,9 @@ VERSION = 1
 DEFAULT_DIR = f"{STATE_ROOT}/{APT_HOOK_DIR}"  # /var/lib/rocm-fleet/apt-hook: also where the status task reads
 LAST_PASS = "last-pass.json"
 MAX_STATE = 64 << 20  # a result is a report of some 100 KiB
+# What makes two results comparable: the same question asked of the same system (the request's fields; the rest of
+# the hook's question is fixed: static checks only). The status task holds a kept result to these of the inventory's.
+SAME_QUESTION = ("venv", "expect_rocm", "expect_bitsandbytes", "root")
 
 
 class StateError(Exception):

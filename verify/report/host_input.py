@@ -8,7 +8,9 @@ host can be anything. So, once, where a document is read:
   recursion limit would raise RecursionError); every failure is a ValueError with one line;
 - `inert_document` / `inert`: every C0 and C1 control, DEL and U+2028/2029 becomes a visible escape (`\\x1b`,
   `\\u2028`). Printed to an admin's terminal, an ESC starts a control sequence (erase the FAIL line, print a green
-  PASS, OSC 52 writes the clipboard); a bare CR rewrites the line; U+2028/2029 end it in many viewers.
+  PASS, OSC 52 writes the clipboard); a bare CR rewrites the line; U+2028/2029 end it in many viewers;
+- `inert_text`: the same for a command's output of several lines (line feeds and tabs kept): what the verifier prints
+  as root — `verify check`'s lines, the apt hook's, the boot check's journal lines — is made of the host's text too.
 Markdown's own syntax is the Markdown writer's to escape (roles/verification/summary.py); HTML's, the page's.
 """
 
@@ -20,6 +22,7 @@ import re
 from typing import Any
 
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROLS_IN_TEXT = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # \t and \n kept
 MAX_DEPTH = 64  # a report nests about 8 deep
 
 
@@ -31,6 +34,11 @@ def _escape(match: re.Match) -> str:
 def inert(text: str) -> str:
     """`text` with every control character (C0, DEL, C1, U+2028, U+2029) written as a visible escape."""
     return _CONTROLS.sub(_escape, text)
+
+
+def inert_text(text: str) -> str:
+    """Like `inert`, for a command's output of several lines: every control but the line feed and the tab escaped."""
+    return _CONTROLS_IN_TEXT.sub(_escape, text)
 
 
 def inert_document(value: Any) -> Any:

@@ -11,6 +11,10 @@ Each source is read by the reader of the module that writes it, so there is one 
   also says which kernel the check ran in and which one ran before (`KeptResult.boot`).
 
 A new source is a line in kept_files.KEPT and a reader in READERS.
+
+`host_now(answer)` reads what the host says about itself beside its results (`verify kept`): the running boot's id
+and the changes dpkg logged lately (verify/debian/dpkg_log.py), as typed, inert values — what the status task needs to
+say what a result cannot see (roles/status/model.py).
 """
 
 from __future__ import annotations
@@ -58,6 +62,11 @@ class KeptResult:
     @property
     def timestamp(self) -> float | None:
         return parse_time(self.checked_at)
+
+    @property
+    def boot_id(self) -> str | None:
+        """The boot it ran in: the boot check's own record, else the report's (None in reports made before)."""
+        return self.boot.boot_id if self.boot is not None else self.report.host.boot_id
 
 
 @dataclass(frozen=True)
@@ -152,3 +161,86 @@ def kept_results(answer: Any) -> tuple[dict[str, KeptResult], list[Unusable], fl
     now = answer.get("now")
     usable = isinstance(now, (int, float)) and not isinstance(now, bool) and math.isfinite(now)
     return results, unusable, float(now) if usable else None
+
+
+# What `verify kept` says beside the results, as verify/debian/dpkg_log.py reads it on the host (the controller never
+# imports that reader): the actions of dpkg's log that add or take away a package version, and dpkg's database.
+DPKG_CHANGES = ("install", "upgrade", "remove", "purge")
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+@dataclass(frozen=True)
+class DpkgChange:
+    """One package dpkg installed, upgraded, removed or purged (a line of /var/log/dpkg.log), by the host's clock."""
+
+    time: float
+    action: str  # one of DPKG_CHANGES
+    package: str  # its name, without the architecture
+    old: str | None
+    new: str | None
+
+    @property
+    def text(self) -> str:
+        """ "librocm-smi64-1 5.2.3-2 installed", "libfoo 1.0 → 2.0", "librocm-smi64-1 5.2.3-2 removed" """
+        if self.action == "upgrade":
+            return f"{self.package} {self.old} → {self.new}"
+        if self.action == "install":
+            return f"{self.package} {self.new} installed"
+        version = f" {self.old}" if self.old else ""
+        return f"{self.package}{version} {'removed' if self.action == 'remove' else 'purged'}"
+
+
+@dataclass(frozen=True)
+class HostNow:
+    """What a host says about itself beside its results: the running boot, and what dpkg changed lately."""
+
+    boot_id: str | None = None
+    changes: tuple[DpkgChange, ...] | None = None  # oldest first; None: the log could not be read (log_error)
+    complete: bool = False  # `changes` are all the log holds, not only its tail
+    status_mtime: float | None = None  # /var/lib/dpkg/status's modification time
+    log_error: str | None = None
+
+
+_TEXT_LIMIT = 200  # a package name or version is far shorter: anything longer is not one
+
+
+def _text(value: Any) -> str | None:
+    return host_input.inert(value) if isinstance(value, str) and 0 < len(value) <= _TEXT_LIMIT else None
+
+
+_LAST_TIME = 253402300799  # 9999-12-31T23:59:59Z: the last time a row can print; later is no time a file had
+_MAX_CHANGES = 1000  # the host's reader sends at most 200
+
+
+def _time(value: Any) -> float | None:
+    usable = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if usable and 0 <= value <= _LAST_TIME else None
+
+
+def _change(entry: Any) -> DpkgChange | None:
+    if not isinstance(entry, list) or len(entry) != 5:
+        return None
+    stamp, action, package = _time(entry[0]), entry[1], _text(entry[2])
+    if stamp is None or action not in DPKG_CHANGES or package is None:
+        return None
+    return DpkgChange(stamp, action, package.split(":", 1)[0], _text(entry[3]), _text(entry[4]))
+
+
+def host_now(answer: Any) -> HostNow:
+    """The host's boot id and dpkg's changes from its `verify kept` answer; whatever is missing or not of its type is
+    None (an older verifier's answer has neither)."""
+    if not isinstance(answer, Mapping):
+        return HostNow()
+    dpkg = answer.get("dpkg") if isinstance(answer.get("dpkg"), Mapping) else {}
+    changes = dpkg.get("changes")
+    parsed = None
+    if isinstance(changes, list):
+        parsed = tuple(change for change in map(_change, changes[-_MAX_CHANGES:]) if change is not None)
+    error = dpkg.get("error")
+    return HostNow(
+        boot_id=_text(answer.get("boot_id")),
+        changes=parsed,
+        complete=dpkg.get("complete") is True,
+        status_mtime=_time(dpkg.get("status_mtime")),
+        log_error=host_input.inert(error[:300]) if isinstance(error, str) else None,
+    )

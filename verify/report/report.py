@@ -301,6 +301,7 @@ class HostInfo:
     kernel: str
     machine: str
     python: str
+    boot_id: str | None = None  # the boot it ran in (verify/system/boot_id.py); None in older reports
 
 
 @dataclass(frozen=True)

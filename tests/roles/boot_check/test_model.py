@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from roles.boot_check.model import UNIT_NAME, boot_check_arguments, exec_start, unit_text
+from roles.boot_check.model import UNIT_NAME, boot_check_arguments, exec_start, start_limit_s, unit_text
 from roles.settings import check_data
 from roles.verification.deploy import check_arguments
 from roles.verifier import TOP, not_installed_line, stale_line, verifier_command
@@ -76,9 +76,11 @@ def test_the_command_is_the_verification_stages_question_once_per_boot():
         "auto",
     ]
     assert "--json" not in arguments and "--expect-amd-repo" not in arguments
-    assert arguments[-6:] == [
+    assert arguments[-8:] == [
         "--timeout",
         "900",
+        "--model-timeout",
+        "600",
         "--driver-wait",
         "120",
         "--state-dir",
@@ -122,3 +124,25 @@ def test_the_unit_runs_nothing_unless_the_launcher_is_the_one_the_deploy_install
     done = subprocess.run(words, capture_output=True, text=True)
     assert (done.returncode, done.stderr) == (3, stale_line("rocm-fleet boot check:").replace(TOP, str(top)) + "\n")
     assert not (tmp_path / "ran").exists()
+
+
+def _limit(text: str) -> int:
+    [line] = [line for line in text.splitlines() if line.startswith("TimeoutStartSec=")]
+    return int(line.split("=", 1)[1])
+
+
+def test_the_units_time_limit_is_what_its_own_arguments_allow_the_command_and_a_margin():
+    """Issue 26: TimeoutStartSec was a fixed 1200 s, below what the command's own arguments allow (the wait for
+    /dev/kfd 120 s + the probe 900 s + the model check 600 s): systemd would kill a check its own limits still let
+    run. It is now their sum with the static part's limit (30 s) and a margin (120 s), read by verify's own parser."""
+    with_model = _arguments(verify_model="synthetic")
+    assert _limit(unit_text("/usr/bin/python3", with_model)) == 120 + 30 + 900 + 600 + 120
+    assert _limit(unit_text("/usr/bin/python3", _arguments(verify_model="off"))) == 120 + 30 + 900 + 120
+    longer = [*with_model]
+    longer[longer.index("--model-timeout") + 1] = "3600"
+    longer[longer.index("--driver-wait") + 1] = "300"
+    assert start_limit_s(longer) == 300 + 30 + 900 + 3600 + 120
+    # What the arguments leave out is the verifier's own default (verify check's --model-timeout: 600 s).
+    without = [a for i, a in enumerate(with_model) if "--model-timeout" not in with_model[max(i - 1, 0) : i + 1]]
+    assert "--model-timeout" not in without and start_limit_s(without) == start_limit_s(with_model)
+    assert start_limit_s([*with_model, "--static-only"]) == 120 + 30 + 900 + 120

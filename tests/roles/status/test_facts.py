@@ -20,7 +20,9 @@ from roles.verifier import not_installed_line
 from tests.support.host_pythons import DEBIAN_PYTHON3, OTHER_PYTHONS, interpreter, path_with
 from tests.support.installed_verifier import install
 from tests.support.report_samples import sample
+from verify.debian.dpkg_log import recent_changes
 from verify.report.hook_state import HookResult
+from verify.system.boot_id import BOOT_ID
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a mount namespace; the verifier is root's only")
 
@@ -59,12 +61,18 @@ def run_fact(kept: Path, python3: str = DEBIAN_PYTHON3) -> dict:
 def test_the_command_reads_what_the_host_keeps_and_nothing_else(tmp_path):
     kept = kept_files(tmp_path / "kept")
     install(kept / "verifier")
+    before = recent_changes()
     answer = run_fact(kept)
     files = answer["files"]
     assert json.loads(files["verification"]["text"]) == sample().to_json()
     assert files["verification"]["path"] == "/var/lib/rocm-fleet/last-verify.json"
     assert json.loads(files["apt_hook"]["text"])["kind"] == "rocm-fleet.apt-hook-result"
     assert files["boot_check"] == {"path": "/var/lib/rocm-fleet/boot-check/last.json", "missing": True}
+    # What the results cannot see: the running boot (this machine's), and dpkg's log as read here (the namespace's
+    # /var/lib is a scratch tmpfs: no dpkg database in it, so no status file's time).
+    assert answer["boot_id"] == Path(BOOT_ID).read_text().strip()
+    read_here = [{**read, "status_mtime": None} for read in (before, recent_changes())]  # (dpkg may run meanwhile)
+    assert answer["dpkg"] in read_here
 
 
 @pytest.mark.root

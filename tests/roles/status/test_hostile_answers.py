@@ -134,3 +134,48 @@ def _written_with_the_others(outcome) -> None:
     page = html_of(rows, title="t", generated_at="now")
     assert "| ws1 | **NOT VERIFIED** |" in markdown and "| ws2 |" in markdown
     assert "ws1" in page and "ws2" in page
+
+
+# What `verify kept` says beside the results (issue 26 item 2: the boot id, dpkg's changes), as a host could say it.
+ESC = "\x1b]52;c;cHduZWQ=\x07\x1b[2K\r"
+BESIDE_CASES = {
+    "a boot id that is a number": {"boot_id": 5},
+    "a boot id of 10,000 characters": {"boot_id": "x" * 10_000},
+    "dpkg that is a string": {"dpkg": "changed"},
+    "changes that are a string": {"dpkg": {"changes": "all of them"}},
+    "a change of the wrong shape": {"dpkg": {"changes": [[1], {"time": 1}, None]}},
+    "a change at a NaN time": {"dpkg": {"changes": [[math.nan, "install", "libx", None, "1"]]}},
+    "a change past the year 9999": {"dpkg": {"changes": [[1e300, "install", "libx", None, "1"]]}},
+    "a change of an action dpkg has not": {"dpkg": {"changes": [[NOW_S, "rm -rf", "libx", None, "1"]]}},
+    "a status file's time of 1e300": {"dpkg": {"changes": [], "status_mtime": 1e300}},
+    "a status file's time that is a string": {"dpkg": {"error": 7, "status_mtime": "now"}},
+    "a million changes": {"dpkg": {"changes": [[0, "install", "libx", None, "1"]] * 1_000_000}},
+}
+
+
+@pytest.mark.parametrize("beside", BESIDE_CASES.values(), ids=BESIDE_CASES.keys())
+def test_what_a_host_says_beside_its_results_is_left_out_when_it_is_not_what_the_reader_takes(tmp_path, beside):
+    root = tmp_path / "rocm-fleet"
+    root.mkdir()
+    (root / VERIFY).write_text(json.dumps(GOOD))
+    answer = dict(read_kept_files(str(root)), now=NOW_S, hostname="ws1", **beside)
+    outcome = outcome_of("ws1", answer)
+    assert outcome.state == VERIFIED and outcome.unseen == () and row_for(outcome).verdict == "PASS"
+
+
+def test_text_a_host_says_beside_its_results_is_inert(tmp_path):
+    root = tmp_path / "rocm-fleet"
+    root.mkdir()
+    (root / VERIFY).write_text(json.dumps(GOOD))
+    changes = [[NOW_S - 60, "install", f"lib{ESC}x:amd64", None, f"1{ESC}"]]
+    answer = dict(read_kept_files(str(root)), now=NOW_S, hostname="ws1", dpkg={"changes": changes})
+    row = row_for(outcome_of("ws1", answer))
+    assert row.verdict == "WARN" and "packages changed since" in row.reason
+    rebooted = row_for(outcome_of("ws1", dict(answer, boot_id=f"b{ESC}")))  # only compared, never printed
+    assert rebooted.verdict == "WARN" and rebooted.as_of.endswith("⚠ packages changed")
+    for text in (
+        row.reason,
+        markdown_of([row], title="t", generated_at="now"),
+        html_of([row], title="t", generated_at="now"),
+    ):
+        assert "lib" in text and not any(c in text for c in "\x1b\x07\r"), text
