@@ -180,7 +180,7 @@ def main() -> int:
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
         sys.exit(
-            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/fleet_scale.py)"
+            "run as root: a local fleet needs containers, mounts and sshd (sudo .venv/bin/python bench/fleet_scale.py)"
         )
 
     from localfleet import Fleet

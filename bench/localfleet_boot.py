@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python bench/localfleet_boot.py [--hosts N] [--rounds R]
 
-Round after round, for chroot hosts (`Fleet.up(n)`) and booted ones (`Fleet.up(n, boot=True)`), alternating:
+Round after round, for chroot hosts (`Fleet.up(n, boot=False)`) and booted ones (`Fleet.up(n)`), alternating:
   - up: from the call until every host answers over SSH (the base root already cached);
   - a first command over SSH (`ssh HOST true`): a chroot's sshd, or ssh.service under systemd;
   - memory: the proportional set size (PSS) of every process of the hosts, summed — a chroot host's sshd, or all of

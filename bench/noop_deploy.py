@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots and sshd (sudo .venv/bin/python bench/noop_deploy.py)")
+        sys.exit("run as root: a local fleet needs containers and sshd (sudo .venv/bin/python bench/noop_deploy.py)")
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     compare = args.compare.resolve()
     if not (compare / "deploy.py").is_file():

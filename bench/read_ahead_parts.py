@@ -52,7 +52,7 @@ def main() -> int:
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit(
-            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python "
+            "run as root: a local fleet needs containers, mounts and sshd (sudo .venv/bin/python "
             "bench/read_ahead_parts.py)"
         )
 

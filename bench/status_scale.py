@@ -129,7 +129,7 @@ def main() -> int:
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
         sys.exit(
-            "run as root: a local fleet needs chroots, mounts and sshd (sudo .venv/bin/python bench/status_scale.py)"
+            "run as root: a local fleet needs containers, mounts and sshd (sudo .venv/bin/python bench/status_scale.py)"
         )
     checkouts = {"status": REPO}
     if args.compare is not None:
@@ -215,7 +215,7 @@ def report(sizes, results, labels, imports, hosts, args) -> None:
     print("\ncontroller: CPU of the status task's imports beyond the floor's (bytecode not written, as under pyinfra):")
     for label, seconds in imports.items():
         print(f"  {label:18s} {seconds * 1000:.0f} ms")
-    print("\nhost side, inside ws1 (median wall ms / CPU ms, the chroot's entry included):")
+    print("\nhost side, inside ws1 (median wall ms / CPU ms, the entry into the host included):")
     for label, (wall, cpu) in hosts.items():
         print(f"  {label:34s} {wall * 1000:6.1f} / {cpu * 1000:6.1f}")
 

@@ -213,7 +213,7 @@ def relay(
     if others_inventory is not None:
         port = free_port()
         seed = subprocess.Popen(
-            ["chroot", str(fleet.hosts[0].root), "sh", "-c", seed_server_command(ON_HOST, SET, "127.0.0.1", port)],
+            fleet.hosts[0].command(["sh", "-c", seed_server_command(ON_HOST, SET, "127.0.0.1", port)]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -247,7 +247,7 @@ def main() -> int:
     args = parser.parse_args()
     sizes = sorted({int(part) for part in args.hosts.split(",")})
     if os.geteuid() != 0:
-        sys.exit("run as root: a local fleet needs chroots, mounts and sshd")
+        sys.exit("run as root: a local fleet needs containers, mounts and sshd")
 
     from localfleet import Fleet
 

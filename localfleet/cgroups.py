@@ -47,8 +47,8 @@ def hierarchies() -> Hierarchies:
     v1 = [Path(m.mount_point) for m in mounts if m.fstype == "cgroup" and "name=systemd" in m.options.split(",")]
     if not v2:
         raise FleetError(
-            "booted hosts need the cgroup v2 hierarchy, and none is mounted on this machine — mount it "
-            "(`mount -t cgroup2 none /sys/fs/cgroup/unified`), or bring the fleet up without --boot"
+            "booted hosts need the cgroup v2 hierarchy, and none is mounted on this machine — mount it (`mount -t "
+            "cgroup2 none /sys/fs/cgroup/unified`), or bring the fleet up with chroots (--chroot, boot=False)"
         )
     return Hierarchies(v2[0], v1[0] if v1 else None)
 

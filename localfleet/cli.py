@@ -81,8 +81,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             owner = f"owned by pid {state.owner.pid}" + (
                 "" if state.owner.alive() else " — gone: stale, next up/down removes it"
             )
-        kind = " booted" if state.boot else ""
-        print(f"{state.name}: {len(state.hosts)}{kind} host(s), login {state.login}, {owner}")
+        kind = "booted" if state.boot else "chroot"
+        print(f"{state.name}: {len(state.hosts)} {kind} host(s), login {state.login}, {owner}")
         print(f"  inventory {state.directory}/inventory.py")
         for host in state.hosts:
             if state.boot:
@@ -119,10 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
         default="root",
         help="SSH login of the inventory: root, or admin with sudo (_sudo: True), as real fleets do",
     )
-    up.add_argument(
+    kind = up.add_mutually_exclusive_group()
+    kind.add_argument(
         "--boot",
+        dest="boot",
         action="store_true",
-        help="hosts that boot: systemd as PID 1 (systemd-nspawn --boot), sshd its service; default: chroots",
+        default=True,
+        help="hosts that boot: systemd as PID 1 (systemd-nspawn --boot), sshd its service (the default)",
+    )
+    kind.add_argument(
+        "--chroot",
+        dest="boot",
+        action="store_false",
+        help="chroots instead, each with a plain sshd: no systemd, no reboots",
     )
     up.set_defaults(run=cmd_up)
     dn = sub.add_parser("down", help="tear a fleet down: processes, mounts, files (the cached base stays)")

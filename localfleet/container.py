@@ -33,7 +33,7 @@ from .cgroups import FleetCgroups, join
 from .commands import last_line
 from .errors import FleetError
 from .interrupts import signals_held
-from .ports import LOOPBACK, ssh_banner
+from .ports import LOOPBACK, bound_elsewhere, ssh_banner
 from .procs import ProcessId, start_time
 
 log = logging.getLogger(__name__)
@@ -71,8 +71,8 @@ def require_nspawn() -> None:
     """Booted hosts need systemd-nspawn on the controller (and the cgroup v2 hierarchy: cgroups.hierarchies)."""
     if shutil.which("systemd-nspawn", path=CLEAN_ENV["PATH"]) is None:
         raise FleetError(
-            "systemd-nspawn is not installed on the controller, and booted hosts run under it — "
-            "apt-get install systemd-container (bin/bootstrap does), or bring the fleet up without --boot"
+            "systemd-nspawn is not installed on the controller, and booted hosts run under it — apt-get install "
+            "systemd-container (bin/bootstrap does), or bring the fleet up with chroots (--chroot, boot=False)"
         )
 
 
@@ -193,12 +193,16 @@ def sshd_answers(leader_pid: int, name: str, port: int, console_log: Path) -> No
     failed because the port is taken, FleetError for any other failure."""
     state = run_inside(leader_pid, ["systemctl", "is-active", "ssh.service"]).stdout.strip()
     if state != "active":
+        # The journal says why — once journald has read sshd's last lines, which may come after the unit failed: the
+        # port is also asked of the kernel, where another program's socket on it is there for as long as it holds it.
         journal = run_inside(leader_pid, ["journalctl", "--boot", "--unit=ssh.service", "--no-pager", "-o", "cat"])
-        taken = [line for line in journal.stdout.splitlines() if "Address already in use" in line]
+        taken = [line.strip() for line in journal.stdout.splitlines() if "Address already in use" in line]
+        if not taken and bound_elsewhere(port):
+            taken = [f"{LOOPBACK}:{port} is bound by another program"]
         error = PortTaken if taken else FleetError
         raise error(
             f"sshd of {name} on {LOOPBACK}:{port} is {state or 'unknown'}: "
-            f"{taken[0].strip() if taken else last_line(journal.stdout)} — `journalctl -u ssh` in the host"
+            f"{taken[0] if taken else last_line(journal.stdout)} — `journalctl -u ssh` in the host"
         )
     # Type=notify: active means it listens; the banner comes once it has accepted and re-executed itself.
     give_up = time.monotonic() + BOOT_CAP_S

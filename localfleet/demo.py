@@ -1,9 +1,10 @@
 """`bin/demo` — the README's main command: the whole deploy, for real, on three local test workstations.
 
-Brings up a local fleet of three Debian 12 workstations (localfleet: chroots reached over real SSH on 127.0.0.1,
-logged in as an admin account with sudo, as real fleets are), runs the real `pyinfra INVENTORY deploy.py -y` against
-it, prints the fleet summary and says in plain words what it means, and tears the fleet down on the way out — also
-after a failure, Ctrl-C or SIGTERM. Reports go to reports/demo/ (an earlier demo's reports there are deleted first).
+Brings up a local fleet of three Debian 12 workstations (localfleet: containers that boot systemd, or with --chroot
+plain chroots, reached over real SSH on 127.0.0.1, logged in as an admin account with sudo, as real fleets are), runs
+the real `pyinfra INVENTORY deploy.py -y` against it, prints the fleet summary and says in plain words what it means,
+and tears the fleet down on the way out — also after a failure, Ctrl-C or SIGTERM. Reports go to reports/demo/ (an
+earlier demo's reports there are deleted first).
 
 Exit codes: 0 the expected result: every host provisioned and verified, and failing verification only because it
 has no system ROCm (bitsandbytes' libhipblas.so.3 not found) and torch is the CPU stand-in (demo_verdict.py);
@@ -109,12 +110,12 @@ def clear_reports(reports_dir: Path, hosts: int) -> None:
         (reports_dir / name).unlink(missing_ok=True)
 
 
-def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS) -> int:
+def demo(hosts: int = HOSTS, reports_dir: Path = REPORTS, boot: bool = True) -> int:
     clear_reports(reports_dir, hosts)
     name = f"demo{os.getpid()}"
     fleet = None
     try:
-        fleet = Fleet.up(n=hosts, name=name, login="admin", data={"reports_dir": str(reports_dir)})
+        fleet = Fleet.up(n=hosts, name=name, login="admin", data={"reports_dir": str(reports_dir)}, boot=boot)
         pyinfra_exit = run_deploy(fleet)
         raise_if_interrupted()
         names = [host.name for host in fleet.hosts]
@@ -145,18 +146,24 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help=f"where the reports and the summary go (default: {REPORTS}); an earlier demo's files there are replaced",
     )
+    parser.add_argument(
+        "--chroot",
+        action="store_true",
+        help="chroot workstations instead of booted ones (no systemd in them; quicker to bring up, and no cgroup v2 "
+        "or systemd-nspawn needed)",
+    )
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print(
-            "bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
-            "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`",
+            "bin/demo: must run as root — it builds three local Debian 12 test workstations (containers that boot "
+            "systemd, sshd on 127.0.0.1): run `sudo bin/demo`",
             file=sys.stderr,
         )
         return EXIT_NOT_ROOT
     logging.basicConfig(level=logging.INFO, format="localfleet: %(message)s", stream=sys.stderr)
     unwind_on_signals()  # the fleet is torn down on the way out
     try:
-        return demo(reports_dir=args.reports_dir.resolve())
+        return demo(reports_dir=args.reports_dir.resolve(), boot=not args.chroot)
     except FleetError as error:
         log.error("%s", error)
         return EXIT_UNEXPECTED

@@ -3,11 +3,12 @@
     with Fleet.up(n=3) as fleet:                      # a unique name; torn down on exit, exception or Ctrl-C
         subprocess.run(["pyinfra", str(fleet.inventory), "deploy.py", "-y"])
         fleet.host("ws2").stop_sshd()
-    with Fleet.up(n=1, boot=True) as fleet:           # hosts that boot: systemd as PID 1 (localfleet/container.py)
         fleet.host("ws1").reboot()
+    with Fleet.up(n=1, boot=False) as fleet:          # chroots: no systemd, no reboots
 
-Hosts are chroots unless boot=True: booting costs more per host (see README "The local test fleet") and changes
-what a test sees from the controller (the host's processes, /run and boot id are its own).
+Hosts boot (systemd as PID 1 under systemd-nspawn, localfleet/container.py), as real workstations do: their
+processes, mounts, /run and boot id are their own, not the controller's. boot=False gives chroots, for what is about
+chroots themselves or must run where systemd-nspawn cannot (no cgroup v2).
 
 A fleet brought up by a process that dies without tearing it down is found and removed by the next `Fleet.up`
 (any name) or `down`; one handed over with keep() (what `python -m localfleet up` does) stays until
@@ -121,7 +122,7 @@ class Fleet:
         login: str = "root",
         data: dict | None = None,
         cache: Path | str | None = None,
-        boot: bool = False,
+        boot: bool = True,
     ) -> Fleet:
         """Bring up `n` hosts ws1…wsN and write the inventory; on any failure (or Ctrl-C) nothing is left behind
         (a signal that lands as it returns: see down_if_ours).
@@ -130,7 +131,7 @@ class Fleet:
         ports: one per host (default: free ports picked, retried if taken meanwhile); a taken one is an error.
         login: "root", or "admin" (a sudo account; the inventory then sets `_sudo: True`, as real fleets do).
         data: group data merged over the test-fleet defaults (e.g. {"reports_dir": "/tmp/r"}).
-        boot: each host boots (systemd as PID 1 under systemd-nspawn, sshd its service); else chroots.
+        boot: each host boots (systemd as PID 1 under systemd-nspawn, sshd its service); False: chroots.
         The fleet belongs to this process (torn down by the next up/down once it has gone) until keep() hands it over.
         """
         require_root()

@@ -103,7 +103,8 @@ class FleetHost:
         timeout: float | None = None,
         env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess:
-        """Run `argv` as root inside the host (chroot); text output captured. check=True: non-zero exit → FleetError."""
+        """Run `argv` as root inside the host (see command()); text output captured. check=True: non-zero exit →
+        FleetError."""
         done = subprocess.run(
             self.command(argv),
             capture_output=True,
@@ -212,7 +213,7 @@ class FleetHost:
         if not self.fleet.boot:
             raise FleetError(
                 f"{self.name} is a chroot, which cannot reboot — bring the fleet up with booted hosts "
-                "(`python -m localfleet up --boot`, `Fleet.up(n, boot=True)`)"
+                "(`python -m localfleet up` without --chroot, `Fleet.up(n)` without boot=False)"
             )
         started = time.monotonic()
         leader = self.leader()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 
 LOOPBACK = "127.0.0.1"
@@ -12,6 +13,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((LOOPBACK, 0))
         return probe.getsockname()[1]
+
+
+def bound_elsewhere(port: int) -> bool:
+    """Whether another socket holds LOOPBACK:port, so that a server's bind there fails as sshd's does (EADDRINUSE,
+    with SO_REUSEADDR set as sshd sets it: a connection left in TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return True
+            raise
+        return False
 
 
 def is_listening(port: int) -> bool:

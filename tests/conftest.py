@@ -24,7 +24,7 @@ def venv_image():
     """A venv the real venv stage made on a local-fleet host, for other hosts to borrow (tests/support/venv_image.py);
     made when a test first asks for it, torn down at the end of the session (after every fleet that borrowed it)."""
     if os.geteuid() != 0:
-        pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
+        pytest.skip("needs root: a local fleet (containers, mounts, sshd)")
     from tests.support.venv_image import venv_image as made
 
     with made() as image:

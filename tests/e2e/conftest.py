@@ -57,7 +57,7 @@ class DeployedFleet:
 @pytest.fixture(scope="package")
 def deployed(tmp_path_factory, venv_image) -> Iterator[DeployedFleet]:
     if os.geteuid() != 0:
-        pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
+        pytest.skip("needs root: a local fleet (containers, mounts, sshd)")
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("e2e-reports")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fleet_checks import leftovers
+from tests.support.fleet_checks import booted_hosts, booted_leftovers, leftovers
 from tests.support.signals import block_interrupts
 
 pytestmark = [
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[2]
 DEMO = str(REPO / "bin" / "demo")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 NOT_ROOT = (
-    "bin/demo: must run as root — it builds three local Debian 12 test workstations (chroots with /proc, "
-    "/sys and /dev mounted, sshd on 127.0.0.1): run `sudo bin/demo`\n"
+    "bin/demo: must run as root — it builds three local Debian 12 test workstations (containers that boot "
+    "systemd, sshd on 127.0.0.1): run `sudo bin/demo`\n"
 )
 DEPLOYING = re.compile(r"^== Deploying: \S+/pyinfra (\S+/fleets/[^/]+)/inventory\.py deploy\.py -y ==$")
 
@@ -75,10 +75,13 @@ def test_the_demo_refuses_to_run_unless_root_in_one_line():
 
 
 @pytest.mark.parametrize("how", ["Ctrl-C", "SIGTERM"])
-def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signal_blocked(how, tmp_path):
+@pytest.mark.parametrize("options", [(), ("--chroot",)], ids=["booted", "chroot"])
+def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signal_blocked(how, options, tmp_path):
+    """Its hosts boot (then nothing of systemd-nspawn's may be left either: its process, the host's cgroup, its
+    /run/systemd/nspawn files, the lock of the host's root), or with --chroot are chroots."""
     with open(tmp_path / "stderr", "w") as stderr_file:
         process = subprocess.Popen(
-            [DEMO, "--reports-dir", str(tmp_path)],
+            [DEMO, "--reports-dir", str(tmp_path), *options],
             stdout=subprocess.PIPE,
             stderr=stderr_file,
             text=True,
@@ -95,6 +98,9 @@ def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signa
         directory = fleet_directory("".join(seen))
         ports = ports_of(directory)
         assert (directory / "hosts").is_dir() and leftovers(directory, ports) != []  # it is up
+        booted = booted_hosts(directory)
+        assert len(booted) == (0 if "--chroot" in options else 3)  # systemd-nspawn runs each
+        assert len(booted_leftovers(booted)) >= 3 * len(booted)  # its process, cgroup and lock, seen while up
         if how == "Ctrl-C":
             os.killpg(process.pid, signal.SIGINT)  # what a terminal does: the whole foreground group gets it
         else:
@@ -104,7 +110,7 @@ def test_an_interrupted_demo_tears_its_fleet_down_even_if_started_with_the_signa
         assert process.returncode == 130, stderr[-3000:]
         name = "SIGINT" if how == "Ctrl-C" else "SIGTERM"
         assert f"interrupted ({name}); the fleet has been torn down" in stderr
-        assert leftovers(directory, ports) == [] and not directory.exists()
+        assert leftovers(directory, ports) == [] and booted_leftovers(booted) == [] and not directory.exists()
     finally:
         if process.poll() is None:
             process.kill()

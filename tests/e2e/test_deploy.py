@@ -22,7 +22,7 @@ from verify.ld.lddview import parse_ldd_output
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 BNB_ROCM72 = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"

@@ -23,7 +23,7 @@ from tests.support.waiting import wait_for
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 LOCKED, OTHERS = PLAIN, (STRAYS, STANDIN)

@@ -13,7 +13,7 @@ from tests.support.fleet_deploy import deploy, host_lines, read_reports, summary
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 DOWN, UP = PLAIN, (STRAYS, STANDIN)

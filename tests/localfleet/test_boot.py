@@ -164,10 +164,16 @@ def test_a_lock_holder_left_running_is_stopped_by_the_teardown(fleet):
     assert lock.holding()
 
 
-def test_without_systemd_nspawn_up_boot_says_what_to_install_before_anything_is_made(monkeypatch, tmp_path):
+def test_without_systemd_nspawn_up_says_what_to_install_or_to_use_chroots_before_anything_is_made(
+    monkeypatch, tmp_path
+):
     monkeypatch.setattr(container.shutil, "which", lambda name, path=None: None)
-    with pytest.raises(FleetError, match=r"systemd-nspawn is not installed .* apt-get install systemd-container"):
-        Fleet.up(n=1, boot=True, cache=tmp_path)
+    with pytest.raises(
+        FleetError,
+        match=r"systemd-nspawn is not installed .* apt-get install systemd-container \(bin/bootstrap does\), or bring "
+        r"the fleet up with chroots \(--chroot, boot=False\)",
+    ):
+        Fleet.up(n=1, cache=tmp_path)  # booted: the default
     assert list(tmp_path.iterdir()) == []
 
 
@@ -176,13 +182,13 @@ def test_a_machine_without_cgroup_v2_still_tears_chroot_fleets_down(monkeypatch)
         raise FleetError("booted hosts need the cgroup v2 hierarchy, and none is mounted on this machine")
 
     monkeypatch.setattr(cgroups_module, "hierarchies", no_cgroup_v2)
-    with Fleet.up(n=1) as chroots:
+    with Fleet.up(n=1, boot=False) as chroots:
         fleet_dir, port = chroots.directory, chroots.hosts[0].port
     assert leftovers(fleet_dir, [port]) == [] and not fleet_dir.exists()
 
 
 def test_a_chroot_host_cannot_reboot():
-    with Fleet.up(n=1) as chroots:
+    with Fleet.up(n=1, boot=False) as chroots:
         with pytest.raises(FleetError, match="ws1 is a chroot, which cannot reboot — bring the fleet up with booted"):
             chroots.host("ws1").reboot()
 
@@ -317,7 +323,7 @@ def test_up_boot_reboot_status_down(cache):
 
 
 def test_reboot_of_a_chroot_host_or_an_unknown_one_is_one_line(cache):
-    assert cli(cache, "up", "--hosts", "1", "--name", "bchroot").returncode == 0
+    assert cli(cache, "up", "--chroot", "--hosts", "1", "--name", "bchroot").returncode == 0
     try:
         done = cli(cache, "reboot", "--name", "bchroot", "ws1")
         assert done.returncode == 1 and done.stderr.startswith("localfleet: ws1 is a chroot, which cannot reboot")

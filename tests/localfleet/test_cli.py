@@ -6,6 +6,7 @@ Each test uses its own cache directory (LOCALFLEET_CACHE) whose base/ points at 
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,9 +44,9 @@ def cli(cache, *args, **kwargs):
     )
 
 
-def start_up(cache, name, hosts=3, **kwargs):
+def start_up(cache, name, *options, hosts=3, **kwargs):
     return subprocess.Popen(
-        [sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name],
+        [sys.executable, "-m", "localfleet", "up", "--hosts", str(hosts), "--name", name, *options],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -83,11 +84,17 @@ def wait_for_line(process, text):
 
 
 def ports_of(lines):
-    return [int(line.rsplit(":", 1)[1]) for line in lines if " listens on " in line]
+    return [int(match.group(1)) for line in lines if (match := re.search(r" listens on 127\.0\.0\.1:(\d+)", line))]
 
 
-def test_up_status_down(cache):
-    up = cli(cache, "up", "--hosts", "2", "--name", "cli1")
+# The two kinds of host `up` brings up: booted (the default) and chroots (--chroot); what status says of a running one.
+KINDS = {"booted": ((), "booted"), "chroot": (("--chroot",), "sshd up")}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_up_status_down(cache, kind):
+    options, running = KINDS[kind]
+    up = cli(cache, "up", "--hosts", "2", "--name", "cli1", *options)
     assert up.returncode == 0, up.stderr
     inventory = Path(up.stdout.strip())  # stdout is just the inventory path
     assert inventory == cache / "fleets/cli1/inventory.py" and inventory.is_file()
@@ -97,8 +104,8 @@ def test_up_status_down(cache):
 
     status = cli(cache, "status")
     assert status.returncode == 0
-    assert "cli1: 2 host(s), login root, persistent (until `down`)" in status.stdout
-    assert f"ws1  127.0.0.1:{ports[0]}  sshd up" in status.stdout
+    assert f"cli1: 2 {kind} host(s), login root, persistent (until `down`)" in status.stdout
+    assert f"ws1  127.0.0.1:{ports[0]}  {running}" in status.stdout
 
     down = cli(cache, "down", "--name", "cli1")
     assert down.returncode == 0 and "fleet 'cli1': torn down" in down.stderr
@@ -127,9 +134,10 @@ def test_status_into_a_pipe_its_reader_closed_exits_0_without_a_traceback(cache)
     assert (status.returncode, status.stderr) == (0, "")
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_halfway_through_up_tears_down_and_exits_130_even_if_started_with_it_blocked(cache, sig):
-    up = start_up(cache, "sig", preexec_fn=block_interrupts)
+def test_a_signal_halfway_through_up_tears_down_and_exits_130_even_if_started_with_it_blocked(cache, sig, kind):
+    up = start_up(cache, "sig", *KINDS[kind][0], preexec_fn=block_interrupts)
     lines = wait_for_line(up, "ws2 listens on")
     up.send_signal(sig)
     _, rest = up.communicate()
@@ -160,7 +168,8 @@ def test_a_killed_up_leaves_stale_state_that_status_names_and_down_removes(cache
     fleet_dir = cache / "fleets/stale"
     assert processes_inside(fleet_dir) and mounts_inside(fleet_dir)  # SIGKILL: nothing could clean up
     status = cli(cache, "status")
-    assert f"stale: 2 host(s), login root, owned by pid {up.pid} — gone: stale" in status.stdout, status.stdout
+    # (booted hosts are recorded as their containers start, all before the first boot is waited for)
+    assert f"stale: 3 booted host(s), login root, owned by pid {up.pid} — gone: stale" in status.stdout, status.stdout
     down = cli(cache, "down", "--name", "stale")
     assert down.returncode == 0, down.stderr
     assert leftovers(cache, ports_of(lines)) == [] and not fleet_dir.exists()
@@ -231,21 +240,33 @@ class _DropsWhatItsHandlerRaises:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_signal_whose_exception_python_drops_still_unwinds_up(cache, cli_in_this_process, monkeypatch):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_signal_whose_exception_python_drops_still_unwinds_up(cache, cli_in_this_process, monkeypatch, kind):
     """Before: the dropped Interrupted counted as the one signal that unwinds, so `up` went on and exited 0 with the
     fleet up (seen under load with the drop in logging's at-fork hook, which signals_held now covers; but finalizers
-    such as Popen.__del__, after every helper, remain)."""
-    real_start = Fleet._start_first_sshd
+    such as Popen.__del__, after every helper, remain). Dropped once the first host answers: its boot waited for, or
+    its sshd started."""
     ports = []
+    if kind == "booted":
+        real_wait = Fleet._wait_for_boot
 
-    def start_then_drop_a_signal(self, root, name, port):
-        started = real_start(self, root, name, port)
-        ports.append(started[0])
-        _DropsWhatItsHandlerRaises()  # dropped at once
-        return started
+        def wait_then_drop_a_signal(self, host, fixed_port):
+            real_wait(self, host, fixed_port)
+            ports.append(self.host_state(host.name).port)
+            _DropsWhatItsHandlerRaises()  # dropped at once
 
-    monkeypatch.setattr(Fleet, "_start_first_sshd", start_then_drop_a_signal)
-    assert cli_in_this_process(["up", "--hosts", "2", "--name", "dropped"]) == 130
+        monkeypatch.setattr(Fleet, "_wait_for_boot", wait_then_drop_a_signal)
+    else:
+        real_start = Fleet._start_first_sshd
+
+        def start_then_drop_a_signal(self, root, name, port):
+            started = real_start(self, root, name, port)
+            ports.append(started[0])
+            _DropsWhatItsHandlerRaises()
+            return started
+
+        monkeypatch.setattr(Fleet, "_start_first_sshd", start_then_drop_a_signal)
+    assert cli_in_this_process(["up", "--hosts", "2", "--name", "dropped", *KINDS[kind][0]]) == 130
     assert len(ports) == 1  # unwound before the second host
     assert leftovers(cache, ports) == [] and not (cache / "fleets/dropped").exists()
 

@@ -20,7 +20,7 @@ from localfleet import Fleet, FleetError
 from localfleet.layout import Layout
 from localfleet.ports import free_port
 
-from ..support.fleet_checks import leftovers, mounts_inside, processes_inside
+from ..support.fleet_checks import booted_hosts, booted_leftovers, leftovers, mounts_inside, processes_inside
 from ..support.waiting import blocked_on_flock, wait_for
 from .conftest import real_fleet
 
@@ -120,7 +120,8 @@ def test_admin_login_reaches_root_through_sudo_like_a_real_fleet(tmp_path):
 
 
 @real_fleet
-def test_a_port_already_taken_at_the_third_host_fails_up_and_leaves_nothing():
+@pytest.mark.parametrize("boot", [True, False], ids=["booted", "chroot"])
+def test_a_port_already_taken_at_the_third_host_fails_up_and_leaves_nothing(boot):
     name = f"taken-{free_port()}"
     fleet_dir = Layout.default().fleet_dir(name)
     with socket.socket() as squatter:
@@ -129,13 +130,40 @@ def test_a_port_already_taken_at_the_third_host_fails_up_and_leaves_nothing():
         taken = squatter.getsockname()[1]
         ports = [free_port(), free_port(), taken]
         with pytest.raises(FleetError, match=f"ws3: port {taken} on 127.0.0.1 is taken by another program"):
-            Fleet.up(n=3, name=name, ports=ports)
+            Fleet.up(n=3, name=name, ports=ports, boot=boot)
         assert leftovers(fleet_dir, ports[:2]) == [] and not fleet_dir.exists()
+
+
+def _booting(fleet_dir, count):
+    """The fleet's booted hosts once `count` of them run systemd-nspawn (their launchers start it), else None."""
+    hosts = booted_hosts(fleet_dir)
+    return hosts if len(hosts) == count else None
 
 
 @real_fleet
 def test_ctrl_c_after_the_second_host_leaves_nothing(monkeypatch):
-    """Ctrl-C is simulated by raising KeyboardInterrupt where a real one would land: while ws3's sshd starts."""
+    """Ctrl-C is simulated by raising KeyboardInterrupt where a real one would land: as ws3's container is started,
+    with ws1's and ws2's started and booting (tests/localfleet/test_boot.py has one while a host boots)."""
+    real_start = fleet_module.Fleet._start_container
+    started = []
+
+    def start_then_interrupt(self, root, name, port, host_key):
+        if name == "ws3":
+            started.extend(wait_for(lambda: _booting(self.directory, 2), "systemd-nspawn to run for ws1 and ws2"))
+            raise KeyboardInterrupt
+        real_start(self, root, name, port, host_key)
+
+    monkeypatch.setattr(fleet_module.Fleet, "_start_container", start_then_interrupt)
+    name = f"ctrlc-{free_port()}"
+    with pytest.raises(KeyboardInterrupt):
+        Fleet.up(n=3, name=name)
+    assert len(started) == 2 and booted_leftovers(started) == []
+    assert leftovers(Layout.default().fleet_dir(name)) == []
+
+
+@real_fleet
+def test_ctrl_c_after_the_second_chroot_host_leaves_nothing(monkeypatch):
+    """The same in a fleet of chroots (boot=False), whose hosts start one after the other: while ws3's sshd starts."""
     started = []
     real_start = fleet_module.Fleet._start_first_sshd
 
@@ -148,7 +176,7 @@ def test_ctrl_c_after_the_second_host_leaves_nothing(monkeypatch):
     monkeypatch.setattr(fleet_module.Fleet, "_start_first_sshd", start_then_interrupt)
     name = f"ctrlc-{free_port()}"
     with pytest.raises(KeyboardInterrupt):
-        Fleet.up(n=3, name=name)
+        Fleet.up(n=3, name=name, boot=False)
     assert len(started) == 2
     assert leftovers(Layout.default().fleet_dir(name), [port for port, _ in started]) == []
 

@@ -1,5 +1,5 @@
 """localfleet/host.py: what tests do with one host — run inside it, ssh into it, hold its dpkg lock, stop its sshd,
-install real Debian packages — on a real two-host fleet."""
+install real Debian packages — on a real two-host fleet of each kind: booted (the default) and chroots."""
 
 import re
 import subprocess
@@ -8,15 +8,15 @@ import pytest
 
 from localfleet import Fleet, FleetError
 
-from ..support.fleet_checks import leftovers, processes_inside
+from ..support.fleet_checks import leftovers, processes_inside, rooted_processes
 from .conftest import needs_root
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def fleet():
-    fleet = Fleet.up(n=2)
+@pytest.fixture(scope="module", params=["booted", "chroot"])
+def fleet(request):
+    fleet = Fleet.up(n=2, boot=request.param == "booted")
     fleet_dir, ports = fleet.directory, [h.port for h in fleet.hosts]
     yield fleet
     fleet.down()
@@ -80,9 +80,13 @@ def test_a_held_dpkg_lock_makes_apt_fail_naming_the_holder(fleet):
 
 
 def test_a_lock_holder_left_running_is_stopped_by_teardown(fleet):
-    """Not released on purpose: the module fixture's teardown must stop it (it asserts nothing is left)."""
-    lock = fleet.host("ws2").hold_dpkg_lock()
-    assert any(f"{lock.pid} (python3" in p for p in processes_inside(fleet.directory))
+    """Not released on purpose: the module fixture's teardown must stop it (it asserts nothing is left). The holder is
+    found among ws2's processes by the pid its host gives it (lock.pid: the one apt names there)."""
+    ws2 = fleet.host("ws2")
+    lock = ws2.hold_dpkg_lock()
+    assert [(p.name, p.host_pid) for p in rooted_processes(ws2.root) if p.host_pid == lock.pid] == [
+        ("python3", lock.pid)
+    ]
 
 
 def test_apt_installs_from_debians_archive_and_no_daemon_starts(fleet):

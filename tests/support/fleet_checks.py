@@ -23,13 +23,15 @@ def mounts_inside(directory: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class RootedProcess:
-    pid: int
-    root: str  # its root directory (a chroot's, as this machine sees it)
+    pid: int  # as this machine (the controller) sees it
+    root: str  # its root directory (a chroot's, as this machine sees it; "/" for a booted host's, its own)
     name: str  # /proc/PID/comm
     argv: tuple[str, ...]
+    host_pid: int  # as its host sees it: the same in a chroot; in a booted host, its pid in the host's PID namespace
 
     def __str__(self) -> str:
-        return f"{self.pid} ({self.name}, root {self.root})"
+        in_host = f", pid {self.host_pid} in its host" if self.host_pid != self.pid else ""
+        return f"{self.pid} ({self.name}, root {self.root}{in_host})"
 
 
 def _host_roots(directory: Path) -> set[tuple[int, int]]:
@@ -66,10 +68,18 @@ def rooted_processes(directory: Path) -> list[RootedProcess]:
                 continue
             name = Path(f"/proc/{pid}/comm").read_text().strip()
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+            host_pid = _innermost_pid(pid)
         except OSError:  # gone meanwhile
             continue
-        found.append(RootedProcess(int(pid), root, name, tuple(argv)))
+        found.append(RootedProcess(int(pid), root, name, tuple(argv), host_pid))
     return found
+
+
+def _innermost_pid(pid: str) -> int:
+    """The pid of process `pid` in its own PID namespace (the last of /proc/PID/status's NSpid): what `ps`, apt's
+    "held by process …" and $$ say inside its host."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:")))
 
 
 def kernel_stack(pid: int) -> str:

@@ -9,6 +9,7 @@
     summary_row((reports / "summary.md").read_text(), "ws2")       # that host's row of the fleet summary
     summary_finding(summary, "ws2")                                 # the finding its verdict rests on
     snapshot(host.root)                                             # every path of a host's filesystem, to compare
+                                                                    # (journald's own files left out)
     boot_unit_command(host.root)                                    # the boot unit's ExecStart, to run by hand
 
 pyinfra prints its --json results only when at least one host is still active at the end: when every host fails
@@ -35,6 +36,11 @@ ENV = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": "/root", "LANG": "C.UTF-
 # Where a run may leave traces that are not changes made by the deploy: kernel filesystems, sshd's and sudo's
 # runtime files, temporary files.
 NOT_HOST_STATE = ("proc", "sys", "dev", "run", "tmp")
+# What a booted host's journald writes whatever a run does (a chroot has none): its journal, where every log line of
+# the host goes — sshd's and sudo's for each of pyinfra's logins, and the login's own user journal. Exactly these, so
+# that anything else written in /var/log/journal still counts: /var/log/journal/<machine id>/ and the journal files in
+# it (*.journal, and *.journal~ for one journald set aside). Nothing of rocm-fleet is kept there.
+_JOURNAL_FILE = re.compile(r"/var/log/journal/[0-9a-f]{32}(/[A-Za-z0-9@._-]+\.journal~?)?")
 
 
 def deploy_argv(
@@ -146,8 +152,8 @@ def read_reports(reports_dir: Path, hosts) -> dict[str, dict | None]:
 
 
 def boot_unit_command(root: Path, key: str = "ExecStart") -> str:
-    """The ExecStart command of the boot check's unit on a host (a chroot has no systemd as PID 1: tests run it by
-    hand, with `sh -c`, which reads systemd's quoting of these words alike)."""
+    """The ExecStart command of the boot check's unit on a host, for tests that run it by hand and read its output
+    (`sh -c` reads systemd's quoting of these words alike); systemd runs it at a boot in test_booted_hosts.py."""
     from roles.boot_check.model import UNIT_PATH
 
     unit = (root / UNIT_PATH.lstrip("/")).read_text()
@@ -156,7 +162,8 @@ def boot_unit_command(root: Path, key: str = "ExecStart") -> str:
 
 
 def snapshot(root: Path) -> dict[str, tuple]:
-    """Every path of a host's filesystem with its mtime, size and mode (kernel filesystems and /run, /tmp left out)."""
+    """Every path of a host's filesystem with its mtime, size and mode — kernel filesystems, /run and /tmp left out,
+    and a booted host's journal files (_JOURNAL_FILE: what its journald writes on its own)."""
     found = {}
     for top in sorted(os.listdir(root)):
         if top in NOT_HOST_STATE:
@@ -164,6 +171,9 @@ def snapshot(root: Path) -> dict[str, tuple]:
         for directory, subdirectories, files in os.walk(root / top):
             for name in subdirectories + files:
                 path = os.path.join(directory, name)
+                in_host = path[len(str(root)) :]
+                if _JOURNAL_FILE.fullmatch(in_host):
+                    continue
                 info = os.lstat(path)
-                found[path[len(str(root)) :]] = (info.st_mtime_ns, info.st_size, info.st_mode)
+                found[in_host] = (info.st_mtime_ns, info.st_size, info.st_mode)
     return found

@@ -100,10 +100,14 @@ def _make_parents_like(image_root: Path, host_root: Path, directory: Path) -> No
 def venv_image() -> Iterator[VenvImage]:
     """A one-host fleet whose venv the real venv stage made (checked), then released — its sshd stopped, its root
     unmounted, so its own layer is plain files that nothing runs in or writes to — until the block ends; torn down
-    then, also after a failure."""
+    then, also after a failure.
+
+    A chroot host, not a booted one: a booted host's systemd and journald would go on running and writing in the layer
+    lent to other hosts, its overlay still mounted in its own namespace after the release, and nspawn's lock of the
+    root (named by the overlay's device) would be left behind by the teardown."""
     from localfleet.fleet import Fleet
 
-    with Fleet.up(n=1, login="admin") as fleet:
+    with Fleet.up(n=1, login="admin", boot=False) as fleet:
         host = fleet.host("ws1")
         # A workstation without python3-venv (the stage installs it) and without PyPI (pip installs offline).
         host.run(["apt-get", "purge", "-y", "-q", "python3-venv", "python3.11-venv"])

@@ -59,7 +59,7 @@ def _plant(fleet) -> None:
 @pytest.fixture(scope="session")
 def kept_fleet(tmp_path_factory, venv_image):
     if os.geteuid() != 0:
-        pytest.skip("needs root: a local fleet (chroots, mounts, sshd)")
+        pytest.skip("needs root: a local fleet (containers, mounts, sshd)")
     from localfleet.fleet import Fleet
 
     reports = tmp_path_factory.mktemp("kept-fleet-reports")

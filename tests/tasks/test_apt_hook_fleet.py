@@ -29,7 +29,7 @@ from verify.report.kept import parse_time
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 HOOK_OP = "Apt hook | Re-check linkage and strays after every dpkg run (dpkg post-invoke, apt DPkg::Post-Invoke)"

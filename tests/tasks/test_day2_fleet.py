@@ -15,9 +15,9 @@ about.
   placeholder vmlinuz and, for the first only, a placeholder amdgpu.ko — no kernel in them) installed by a real
   apt-get: the hook's lines in apt's output, the WARNING for the second; the verification's kernel.next_boot; purged.
 - An LD_LIBRARY_PATH line in /etc/environment: the verification names the binding that moved; removed → passes again.
-- The boot check: the unit's command run by hand — there is no systemd PID 1 in a chroot, so the unit itself is not
-  started here (tests/roles/boot_check/test_model.py validates it with systemd-analyze verify) — once, then "already
-  checked this boot"; the verification carries its result; `boot_check: False` removes it.
+- The boot check: the unit's command run by hand, as root over SSH, in the host's running boot — once, then "already
+  checked this boot" (systemd itself starts the unit at boot in tests/tasks/test_booted_hosts.py); its result kept
+  with the host's own boot id; the verification carries it; `boot_check: False` removes it.
 
 The tests run in order on one host (each builds on the one before).
 """
@@ -41,12 +41,12 @@ from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 VENV = "/opt/rocm-fleet/venv"
 SITE = f"{VENV}/lib/python3.11/site-packages"
-RUNNING = platform.release()  # a chroot runs this machine's kernel
+RUNNING = platform.release()  # a local test host (booted container or chroot) runs this machine's kernel
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,7 @@ def test_kernels_installed_by_apt_the_hook_warns_for_the_one_without_amdgpu(work
         f"{HOOK_PREFIX} changed by this dpkg run: kernel {good} was removed; kernel {bad} was removed (check now FAIL)"
     ], output[-3000:]
     _, report = verify(up, reports)
-    assert check(report, "kernel.next_boot")["status"] == "skip"  # no kernel installed in a chroot
+    assert check(report, "kernel.next_boot")["status"] == "skip"  # no kernel installed in the test host
 
 
 # --- the loader environment of a login -------------------------------------------------------------------------------
@@ -244,13 +244,13 @@ def test_the_boot_units_command_once_per_boot_and_its_result_in_the_verification
         "then /usr/bin/python3 -I -S /var/lib/rocm-fleet/verifier/launcher.py boot-check --venv /opt/rocm-fleet/venv"
         in command
     )
-    # No systemd runs as PID 1 in a chroot: the unit's command, run by hand as root (sh reads systemd's quoting alike):
-    # the installed verifier's current version, its launcher checked first.
+    # The unit's command, run by hand as root (sh reads systemd's quoting alike): the installed verifier's current
+    # version, its launcher checked first.
     first = host.ssh(["sudo", "sh", "-c", command], check=False)
     assert first.returncode == 1, first.stdout + first.stderr  # the check fails (no ROCm libraries), and says so
     assert first.stdout.startswith(f"rocm-fleet boot check: {RUNNING}: FAIL — linkage.static: libhipblas.so.3")
     kept = json.loads((host.root / STATE_DIR.lstrip("/") / "last.json").read_text())
-    this_boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()  # the chroot's /proc is this machine's
+    this_boot = host.boot_id()  # read in the host: a booted host's own (a chroot's would be this machine's)
     assert (kept["boot_id"], kept["kernel"], kept["report"]["request"]["static_only"]) == (this_boot, RUNNING, False)
     again = host.ssh(["sudo", "sh", "-c", command], check=False)
     assert again.stdout.startswith(f"rocm-fleet boot check: already checked this boot ({RUNNING}, ")

@@ -25,7 +25,7 @@ from tests.support.fleet_deploy import ENV, PYINFRA, REPO, deploy, host_lines
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 STARTED = "rocm-fleet test: postinst started"
@@ -82,8 +82,19 @@ def interrupt_dpkg(host, deb: str) -> None:
     dpkg.stdout.close()
     assert output and output[-1].strip() == STARTED, "".join(output)
     (host.root / "tmp/postinst-waits").unlink()
-    left = [p for p in rooted_processes(host.root) if p.name != "sshd"]
+    left = [p for p in rooted_processes(host.root) if session_of(p.pid) == dpkg.pid]
     assert left == [], left
+
+
+def session_of(pid: int) -> int | None:
+    """The session id of process `pid` (None once it has gone or is a zombie). The dpkg run is a session of its own
+    (start_new_session): what is left of it is whatever is left in that session — not the host's own processes (sshd,
+    and a booted host's systemd and its services), which were there before it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] in "ZX" else int(fields[3])
 
 
 def test_an_interrupted_dpkg_fails_the_host_with_one_line_naming_the_fix(workstation):

@@ -21,7 +21,7 @@ from tests.support.fleet_deploy import deploy
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"  # Debian's, and the default of node_exporter_textfile_dir

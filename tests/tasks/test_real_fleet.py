@@ -22,19 +22,15 @@ from tests.support.fleet_deploy import deploy, host_lines
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 DISTRO_ROCM = ("rocminfo", "rocm-cmake", "rocm-device-libs")  # Debian 12: 5.2.3-2, 5.4.0-1, 5.2.3-2
 
 
-def _chroot(root: Path, command: str) -> str:
-    done = subprocess.run(
-        ["chroot", str(root), "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"},
-    )
+def _sh(up, command: str) -> str:
+    """`command` as root in ws1 itself, as its admin would run it there (a booted host: among its own processes)."""
+    done = up.host("ws1").run(["sh", "-c", command], check=False)
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
     return done.stdout
 
@@ -47,19 +43,19 @@ def fleet(tmp_path_factory):
         n=1, login="admin", data={"rocm_install": "install", "min_free_disk_gb": 1, "workstation_users": ["maria"]}
     ) as up:
         root = Path(up.host_state("ws1").root)
-        _chroot(root, "apt-get update -q && apt-get install -y -q " + " ".join(DISTRO_ROCM))
+        _sh(up, "apt-get update -q && apt-get install -y -q " + " ".join(DISTRO_ROCM))
         tool = build_deb(
             tmp_path_factory.mktemp("debs"),
             {"Package": "lab-rocm-tools", "Version": "1.0", "Architecture": "all", "Depends": "rocminfo"},
         )
         (root / "tmp" / tool.name).write_bytes(tool.read_bytes())
-        _chroot(root, f"dpkg -i /tmp/{tool.name} && groupadd lab && useradd -m -G lab maria")
+        _sh(up, f"dpkg -i /tmp/{tool.name} && groupadd lab && useradd -m -G lab maria")
         yield up, root
 
 
-def _installed(root: Path) -> dict[str, str]:
-    out = _chroot(
-        root,
+def _installed(up) -> dict[str, str]:
+    out = _sh(
+        up,
         "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' "
         + " ".join(DISTRO_ROCM)
         + " lab-rocm-tools 2>/dev/null || true",
@@ -90,7 +86,7 @@ def test_preflight_stops_an_unfit_host_with_one_line(fleet):
 
 def test_colliding_packages_stop_policy_changes_nothing(fleet):
     up, root = fleet
-    before = _installed(root)
+    before = _installed(up)
     run = deploy(up.inventory, "tasks/colliding_packages.py", "colliding_packages=stop")
     assert run.returncode == 1, run.explain()
     [reason] = [line for line in host_lines(run.log, "ws1") if "colliding packages:" in line]
@@ -100,7 +96,7 @@ def test_colliding_packages_stop_policy_changes_nothing(fleet):
         "would block amdgpu-install (ROCm #3656, #6367); colliding_packages is 'stop': remove them (sudo apt-get "
         "remove rocminfo rocm-cmake rocm-device-libs) or set colliding_packages: remove"
     ), run.explain()
-    assert _installed(root) == before
+    assert _installed(up) == before
 
 
 def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
@@ -117,7 +113,7 @@ def test_held_dpkg_lock_waits_then_fails_saying_so(fleet):
     assert lock_expired_message(2) in host_lines(run.log, "ws1"), run.explain()
     # apt's own words, naming the file (its last error line: the only one it prints for sure after a wait)
     assert "Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend)" in run.log, run.explain()
-    assert _installed(root)["rocminfo"] == "ii"
+    assert _installed(up)["rocminfo"] == "ii"
 
 
 def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
@@ -133,7 +129,7 @@ def test_colliding_packages_removed_saying_why_and_what_goes_with_them(fleet):
         "would keep them and amdgpu-install would fail with unmet dependencies (ROCm #3656, #6367); apt also "
         "removes what depends on them: lab-rocm-tools 1.0"
     ) in host_lines(run.log, "ws1"), run.explain()
-    after = _installed(root)
+    after = _installed(up)
     assert all(after.get(name, "rc")[1] in "cn" for name in (*DISTRO_ROCM, "lab-rocm-tools")), after
 
 
@@ -154,12 +150,12 @@ def test_gpu_groups_appended_with_rocm_managed_elsewhere(fleet):
         "GPU access | workstation_users in render and video",
         "GPU access | New accounts join render and video (/etc/adduser.conf)",
     ], run.explain()
-    assert set(_chroot(root, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
+    assert set(_sh(up, "id -nG maria").split()) == {"maria", "lab", "render", "video"}
     # An account made later with Debian's own adduser joins them too (ADD_EXTRA_GROUPS=1, EXTRA_GROUPS; issue 11).
     assert set(
-        _chroot(root, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer").split()
+        _sh(up, "adduser --quiet --disabled-password --gecos '' newcomer >/dev/null && id -nG newcomer").split()
     ) == {"newcomer", "users", "render", "video"}
-    _chroot(root, "deluser --quiet newcomer && rm -rf /home/newcomer")
+    _sh(up, "deluser --quiet newcomer && rm -rf /home/newcomer")
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_install=skip")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()

@@ -9,7 +9,6 @@ indexes with the keyring the installer deb brought, and a list that would switch
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,19 +20,16 @@ from tests.support.fleet_deploy import deploy, host_lines
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 DEB = "/var/cache/rocm-fleet/amdgpu-install_7.2.4.70204-1_all.deb"
 
 
-def _chroot(root: Path, command: str) -> str:
-    done = subprocess.run(
-        ["chroot", str(root), "sh", "-c", command],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive"},
-    )
+def _sh(up, command: str, host: str = "ws1") -> str:
+    """`command` as root in the workstation itself, as its admin would run it there (a booted host: among its own
+    processes)."""
+    done = up.host(host).run(["sh", "-c", command], check=False)
     assert done.returncode == 0, f"{command}: {done.stdout[-2000:]} {done.stderr[-2000:]}"
     return done.stdout
 
@@ -57,15 +53,12 @@ def workstation(tmp_path_factory):
         with Fleet.up(n=2, login="admin", data=data) as up:
             for name in ("ws1", "ws2"):
                 # A workstation has wget (Ubuntu and Debian install it); the minimal test root does not.
-                _chroot(
-                    Path(up.host_state(name).root),
-                    "apt-get update -q && apt-get install -y -q wget && useradd -m maria",
-                )
-            _install_rocm_6_4_multi_version(Path(up.host_state("ws2").root), tmp_path_factory.mktemp("debs"))
+                _sh(up, "apt-get update -q && apt-get install -y -q wget && useradd -m maria", name)
+            _install_rocm_6_4_multi_version(up, tmp_path_factory.mktemp("debs"))
             yield up, Path(up.host_state("ws1").root), url, mirror
 
 
-def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
+def _install_rocm_6_4_multi_version(up, workdir: Path) -> None:
     """ws2 already has ROCm 6.4.1 as a multi-version install (stand-ins of rocm-core6.4.1 and rocm6.4.1)."""
     version = "6.4.1.60401-83~22.04"
     core = build_deb(
@@ -76,8 +69,8 @@ def _install_rocm_6_4_multi_version(root: Path, workdir: Path) -> None:
     )
     meta = build_deb(workdir, {"Package": "rocm6.4.1", "Version": version, "Depends": f"rocm-core6.4.1 (= {version})"})
     for deb in (core, meta):
-        (root / "tmp" / deb.name).write_bytes(deb.read_bytes())
-    _chroot(root, f"dpkg -i /tmp/{core.name} /tmp/{meta.name}")
+        (up.host("ws2").root / "tmp" / deb.name).write_bytes(deb.read_bytes())
+    _sh(up, f"dpkg -i /tmp/{core.name} /tmp/{meta.name}", "ws2")
 
 
 def test_wrong_checksum_stops_before_anything_is_installed(workstation):
@@ -90,7 +83,7 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
     victim.write_text("root's own\n")
     planted = root / "tmp" / f"pyinfra-{sha1_hash(DEB)}"
     planted.symlink_to("/etc/rocm-fleet-test-victim")
-    maria = int(_chroot(root, "id -u maria"))
+    maria = int(_sh(up, "id -u maria"))
     os.lchown(planted, maria, maria)
     try:
         run = deploy(up.inventory, "tasks/rocm.py", "amdgpu_install_sha256=" + "f" * 64, limit="ws1")
@@ -101,7 +94,7 @@ def test_wrong_checksum_stops_before_anything_is_installed(workstation):
         victim.unlink(missing_ok=True)
     assert run.returncode == 1, run.explain()
     assert "SHA256 did not match!" in run.log, run.explain()
-    assert _chroot(root, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in (
+    assert _sh(up, "dpkg-query -W -f='${db:Status-Abbrev}' amdgpu-install 2>/dev/null || true").strip() in (
         "",
         "un",
     )
@@ -135,11 +128,11 @@ def test_first_run_installs_rocm_and_fixes_the_lists(workstation):
         "-y --usecase=rocm --no-dkms",
         'DPkg::Lock::Timeout "120";',
     ]
-    assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
-    assert _chroot(root, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' rocm rocm-core").split("\n")[
+    assert _sh(up, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
+    assert _sh(up, "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' rocm rocm-core").split("\n")[
         :2
     ] == ["rocm 7.2.4.70204-93~22.04 ii ", "rocm-core 7.2.4.70204-93~22.04 ii "]
-    assert {"render", "video"} <= set(_chroot(root, "id -nG maria").split())
+    assert {"render", "video"} <= set(_sh(up, "id -nG maria").split())
 
 
 def test_second_run_changes_nothing(workstation):
@@ -153,8 +146,8 @@ def test_second_run_changes_nothing(workstation):
 def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
     """Another release registered as the /opt/rocm alternative (a stand-in directory) and selected by hand."""
     up, root, _, _ = workstation
-    _chroot(
-        root,
+    _sh(
+        up,
         "mkdir -p /opt/rocm-6.4.1/.info && echo 6.4.1-83 > /opt/rocm-6.4.1/.info/version && "
         "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1 60401 && "
         "update-alternatives --set rocm /opt/rocm-6.4.1",
@@ -163,9 +156,9 @@ def test_opt_rocm_moved_back_when_pointed_elsewhere(workstation):
         run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
         assert run.returncode == 0, run.explain()
         assert run.changed_operations == ["ROCm | /opt/rocm -> /opt/rocm-7.2.4"], run.explain()
-        assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
+        assert _sh(up, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
     finally:
-        _chroot(root, "update-alternatives --remove rocm /opt/rocm-6.4.1; rm -rf /opt/rocm-6.4.1")
+        _sh(up, "update-alternatives --remove rocm /opt/rocm-6.4.1; rm -rf /opt/rocm-6.4.1")
 
 
 def test_another_release_stops_the_host_by_default(workstation):
@@ -188,9 +181,9 @@ def test_side_by_side_installs_beside_a_multi_version_release(workstation):
     assert (root / "var/log/amdgpu-install-standin.args").read_text().splitlines()[0] == (
         "-y --usecase=rocm --no-dkms --rocmrelease=7.2.4"
     )
-    installed = _chroot(root, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'").split("\n")
+    installed = _sh(up, "dpkg-query -W -f='${Package} ${db:Status-Abbrev}\\n' 'rocm*'", "ws2").split("\n")
     assert {"rocm6.4.1 ii ", "rocm-core6.4.1 ii ", "rocm7.2.4 ii ", "rocm-core7.2.4 ii "} <= set(installed)
-    assert _chroot(root, "readlink -e /opt/rocm").strip() == "/opt/rocm-7.2.4"
+    assert _sh(up, "readlink -e /opt/rocm", "ws2").strip() == "/opt/rocm-7.2.4"
     run = deploy(up.inventory, "tasks/rocm.py", "rocm_other_release=side-by-side", limit="ws2")
     # results {} would mean pyinfra printed no JSON at all, not that nothing changed.
     assert run.returncode == 0 and run.results and run.changed_operations == [], run.explain()
@@ -202,7 +195,7 @@ def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(works
     workaround, say) switches it off: the stage names it and rewrites the list without it. Then the mirror is taken
     over — a newer rocm-core, its indexes signed with another key — and apt refuses it."""
     up, root, _, mirror = workstation
-    _chroot(root, "sed -i 's/signed-by=/trusted=yes signed-by=/' /etc/apt/sources.list.d/rocm.list")
+    _sh(up, "sed -i 's/signed-by=/trusted=yes signed-by=/' /etc/apt/sources.list.d/rocm.list")
     run = deploy(up.inventory, "tasks/rocm.py", limit="ws1")
     assert run.returncode == 0, run.explain()
     assert run.changed_operations == ["ROCm | Check AMD's apt lists"], run.explain()
@@ -217,12 +210,7 @@ def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(works
     )
     with Signer("someone who took the mirror over") as other:
         repository(mirror / "rocm" / "apt" / "7.2.4", [taken_over], other)
-    done = subprocess.run(
-        ["chroot", str(root), "apt-get", "update", "-q"],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"},
-    )
+    done = up.host("ws1").run(["apt-get", "update", "-q"], check=False, env={"LC_ALL": "C.UTF-8"})
     output = done.stdout + done.stderr
     # apt refuses the new indexes and keeps the ones it had verified (a warning: its exit status stays 0).
     assert (
@@ -230,4 +218,4 @@ def test_the_lists_never_switch_off_apts_check_with_the_installers_keyring(works
         "index files will be used. GPG error: "
     ) in output and "/rocm/apt/7.2.4 jammy InRelease" in output, output
     assert "public key is not available: NO_PUBKEY" in output, output
-    assert newer not in _chroot(root, "apt-cache policy rocm-core")
+    assert newer not in _sh(up, "apt-cache policy rocm-core")

@@ -31,7 +31,7 @@ from tests.support.fleet_deploy import boot_unit_command, deploy, host_lines, su
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 VENV = "/opt/rocm-fleet/venv"
@@ -159,7 +159,8 @@ def test_the_owners_pth_never_runs_as_root_during_dry_deploy_verify_and_apt(flee
     assert who_ran(host) == [], "the apt hook (root) ran the venv's python"
 
     # The boot unit (installed by deploy.py's boot check stage) runs as root; its runtime probe and NF4 run as alice.
-    # No systemd runs as PID 1 in a chroot: its command is run by hand, as root.
+    # Its command is run by hand, as root, so its output is read here (systemd runs it at a real boot in
+    # tests/tasks/test_booted_hosts.py).
     empty_log(host)
     boot = host.ssh(["sudo", "sh", "-c", boot_unit_command(host.root)], check=False)
     assert boot.returncode == 1 and "FAIL — linkage.static" in boot.stdout, boot.stdout + boot.stderr

@@ -17,7 +17,7 @@ from tests.tasks.conftest import MARK, SECRET
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 

@@ -30,7 +30,7 @@ from verify.commands.apt_hook import PREFIX
 pytestmark = [
     pytest.mark.root,
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (chroots, mounts, sshd)"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a local fleet (containers, mounts, sshd)"),
 ]
 
 BNB_LIBRARY = "/opt/rocm-fleet/venv/lib/python3.11/site-packages/bitsandbytes/libbitsandbytes_rocm72.so"
