@@ -32,7 +32,7 @@ from verify.stack.venv_layout import find_venv
 from verify.system.boot_id import boot_id
 
 T = TypeVar("T")
-STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (README: 0.09 s)
+STATIC_TIME_LIMIT = 30.0  # seconds; the static part takes well under one on a workstation (docs/performance.md)
 
 
 @dataclass(frozen=True)
