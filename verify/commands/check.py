@@ -144,7 +144,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_checks(options: CheckOptions) -> Report:
     """Every check, into one report. Raises venv_layout.VenvError for a --venv that is not a venv,
-    rocm_release.UnknownRelease for an --expect-rocm without a release file."""
+    rocm_release.UnknownRelease for an --expect-rocm without a release file. The report is timed when the checks start,
+    before the host's files are read: a package change during the run is after it, so the status still sees it."""
+    started = time.gmtime()
     host = Host(options)
     try:
         with time_limit(options.static_time_limit):
@@ -160,7 +162,7 @@ def run_checks(options: CheckOptions) -> Report:
         request=host.request(),
         facts=facts,
         checks=checks,
-        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        generated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", started),
         tool_version=TOOL_VERSION,
     )
 

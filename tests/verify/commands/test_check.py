@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -212,6 +214,45 @@ def test_the_static_part_out_of_time_is_a_failing_check_not_a_hang(tmp_path):
         assert check["reason"].startswith("the static check did not finish: not finished within 0 s (stopped before ")
     judged = judge_report(report)
     assert judged.trustworthy and not judged.passed
+
+
+def test_the_report_is_timed_when_the_checks_start_not_when_they_end(tmp_path, monkeypatch):
+    """The status compares dpkg's changes with a result's time: a change made while the checks ran (after the static
+    part read dpkg's database) must come after it. A stand-in static check notes the second it read in, then the run
+    goes on into the next second; the report's time is the first."""
+    from verify.commands import check as check_command
+
+    read_at = []
+
+    class ReadsThenWaits:
+        @staticmethod
+        def run(host):
+            read_at.append(int(time.time()))
+            while int(time.time()) <= read_at[0]:  # the condition: the clock has passed into the next second
+                time.sleep(0.05)
+            return []
+
+        @staticmethod
+        def facts(host, results):
+            return {}
+
+    monkeypatch.setattr(check_command, "STATIC_CHECKS", (ReadsThenWaits,))
+    monkeypatch.setattr(check_command, "RUNTIME_CHECKS", ())
+    monkeypatch.setattr(check_command, "CHECKS", (ReadsThenWaits,))
+    monkeypatch.setattr(check_command, "Facts", lambda **facts: facts)
+    monkeypatch.setattr(check_command, "build_report", lambda **fields: fields)
+    before = int(time.time())
+    fields = run_checks(
+        CheckOptions(
+            venv=Path(VENV),
+            expect_rocm="7.2.4",
+            expect_bitsandbytes="0.50.1",
+            root=provisioned(tmp_path).root,
+            static_only=True,
+        )
+    )
+    stamp = calendar.timegm(time.strptime(fields["generated_at"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert before <= stamp <= read_at[0] < int(time.time())
 
 
 def test_the_runtime_probe_is_not_started_on_a_library_that_is_not_a_regular_file(tmp_path):
