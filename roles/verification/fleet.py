@@ -32,10 +32,10 @@ from pyinfra import state as pyinfra_state
 from pyinfra.api.state import BaseStateCallback
 
 from roles.settings import HostSettings
-from roles.verification.atomic_write import write_atomically
 from roles.verification.host_row import NOT_VERIFIED, UNREACHABLE, VERIFIED, HostOutcome, Row, row_for
 from roles.verification.summary import fleet_counts, html_of, markdown_of
 from verify.report.host_input import inert
+from verify.report.kept_files import replace_file
 from verify.report.report import Report
 
 # pyinfra's CLI only prints records of the "pyinfra" logger tree.
@@ -143,8 +143,8 @@ class FleetSummary(BaseStateCallback):
         rows = [replace(row, history=history.of(row.host)) for row in rows]
         markdown = self.reports_dir / self.files[0]
         page = self.reports_dir / self.files[1]
-        write_atomically(markdown, markdown_of(rows, title=self.title, generated_at=stamp))
-        write_atomically(page, html_of(rows, title=self.title, generated_at=stamp))
+        write_file(markdown, markdown_of(rows, title=self.title, generated_at=stamp))
+        write_file(page, html_of(rows, title=self.title, generated_at=stamp))
         counts = fleet_counts(rows)
         log.info(
             "%s: %s — %s and %s",
@@ -181,6 +181,13 @@ def reports_dir_for(settings: HostSettings) -> Path:
     return path if path.is_absolute() else Path(pyinfra_state.cwd or ".") / path
 
 
+def write_file(path: Path, text: str) -> None:
+    """Write a controller file whole (a reader sees the old one or the new one) under a private, unpredictable name:
+    the verifier's own replace_file, in the directory a configured reports_dir link points at."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_file(str(path.parent.resolve()), path.name, text)
+
+
 def fleet_summary(state, reports_dir: Path, *, status: bool = False) -> FleetSummary:
     """The run's summary writer, registered on first use (every host's deploy asks; one handler per run)."""
     for handler in state.callback_handlers:
@@ -213,9 +220,9 @@ class VerdictHistory:
 
     One small file for the fleet, not a file per report: the summary writer, which runs once per verification run
     anyway, reads it, adds one entry per host in the run (its verdict, UNREACHABLE and NOT VERIFIED included) and writes
-    it back atomically, keeping the last HISTORY_KEEP entries of each host — no old report is ever re-read. An entry is
-    keyed by its run, so writing the summary twice in one run (pyinfra may disconnect every host twice) records the run
-    once. A file that cannot be read is started afresh (it is a convenience, never evidence), with a warning.
+    it back atomically, keeping the last HISTORY_KEEP entries of each host — no old report is ever re-read. An entry
+    is keyed by its run, so writing the summary twice in one run (pyinfra may disconnect every host twice) records the
+    run once. A file that cannot be read is started afresh (it is a convenience, never evidence), with a warning.
     """
 
     def __init__(self, reports_dir: Path):
@@ -246,4 +253,4 @@ class VerdictHistory:
             kept = [e for e in self.hosts.get(host, []) if e.get("run") != run]
             self.hosts[host] = (kept + [{"verdict": verdict, "at": at, "run": run}])[-HISTORY_KEEP:]
         text = json.dumps({"kind": HISTORY_KIND, "version": HISTORY_VERSION, "hosts": self.hosts}, indent=0) + "\n"
-        write_atomically(self.path, text)
+        write_file(self.path, text)

@@ -41,8 +41,7 @@ from typing import Any
 
 from pyinfra import logger
 
-from roles.verification.atomic_write import write_atomically
-from roles.verification.fleet import fleet_summary
+from roles.verification.fleet import fleet_summary, write_file
 from verify.report import host_input
 from verify.report.drift import Drift, compare_reports
 from verify.report.report import RERUN_FIX, Report, ReportError, judge_report
@@ -184,7 +183,7 @@ def report_filename(host_name: str) -> str:
 def save_report(reports_dir: Path, host_name: str, report: Report) -> Path:
     """Write reports_dir/<host>.json atomically (a reader never sees half a report)."""
     target = reports_dir / report_filename(host_name)
-    write_atomically(target, json.dumps(report.to_json(), indent=1) + "\n")
+    write_file(target, json.dumps(report.to_json(), indent=1) + "\n")
     return target
 
 
