@@ -1,5 +1,5 @@
-"""Benchmark (not a test): what the GPU checks cost on the CPU — the runtime probe (NF4) with the model check — against
-the same checks of another revision (default: main), measured in the same run, in interleaved rounds.
+"""Benchmark (not a test): what the GPU checks cost on the CPU — the runtime probe (NF4) with the model check —
+against the same checks of another revision (default: main), measured in the same run, in interleaved rounds.
 
     .venv/bin/python bench/gpu_checks_cost.py [--base REV] [--rounds N] [--venv VENV]
 

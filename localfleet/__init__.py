@@ -6,7 +6,8 @@ chroots, each with sshd on a loopback port) for real pyinfra runs.
     python -m localfleet status
     python -m localfleet down
 
-From Python (tests): `with Fleet.up(n=3) as fleet: …`, `Fleet.up(n=1, boot=False)` (chroots) — see localfleet/fleet.py.
+From Python (tests): `with Fleet.up(n=3) as fleet: …`, `Fleet.up(n=1, boot=False)` (chroots) — see
+localfleet/fleet.py.
 """
 
 from .errors import FleetError

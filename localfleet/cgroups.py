@@ -5,9 +5,9 @@
 
 Why a cgroup of its own: `systemd-nspawn --keep-unit` runs the container in payload/ below the cgroup it was started
 in. Started in the controller's (the root, on this machine), every container would share one payload/, and the
-systemds inside would manage — and stop — each other's units. In both hierarchies: on a machine that mounts systemd's
-v1 hierarchy beside v2 (cgroup "hybrid"), the containers' systemd works in both. Nothing is limited or accounted:
-no controller is enabled.
+systemds inside would manage — and stop — each other's units. In both hierarchies: on a machine that mounts
+systemd's v1 hierarchy beside v2 (cgroup "hybrid"), the containers' systemd works in both. Nothing is limited or
+accounted: no controller is enabled.
 
 It also gives teardown every process of a fleet's hosts from the fleet's directory alone, whoever started them and
 whether or not that controller still runs: the fleet key is made from the directory's path, and cgroup.kill (Linux

@@ -282,8 +282,8 @@ def verifier_installed(lock_timeout: int = 300):
         return
     if files.python is None:
         yield fail_command(
-            "verifier: python3 is not installed on this host, and the verifier runs with it — apt-get install python3, "
-            "then deploy again"
+            "verifier: python3 is not installed on this host, and the verifier runs with it — "
+            "apt-get install python3, then deploy again"
         )
         return
     if files.intact:

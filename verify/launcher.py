@@ -226,8 +226,9 @@ def problem(directory: str, version: str) -> str | None:
         for name, path in files.items():
             if _sha256(path) != listed[name]:
                 return f"{path} is not the file its {MANIFEST} lists (another sha256)"
-        if version_of(lines) != version:
-            return f"{directory} does not hold version {version[:12]}… (its sources hash to {version_of(lines)[:12]}…)"
+        hashed = version_of(lines)
+        if hashed != version:
+            return f"{directory} does not hold version {version[:12]}… (its sources hash to {hashed[:12]}…)"
     except OSError as error:
         return f"{getattr(error, 'filename', None) or directory}: {error.strerror or error}"
     return None

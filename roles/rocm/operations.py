@@ -173,8 +173,8 @@ def amd_pin(origin: str, priority: int, path: str, installer_version: str):
 def kernel_driver_packages(lock_timeout: int):
     """AMD's kernel prerequisites for the in-box amdgpu driver (--no-dkms): linux-headers-<release> and, where the
     distribution splits its modules (Ubuntu), linux-modules-extra-<release> — for the running kernel and the one the
-    next boot runs, those apt has — and on Debian the driver's firmware, firmware-amd-graphics. Whether the kernel meta
-    package keeps bringing modules-extra is said either way."""
+    next boot runs, those apt has — and on Debian the driver's firmware, firmware-amd-graphics. Whether the kernel
+    meta package keeps bringing modules-extra is said either way."""
     kernels = run_reads.ask(KernelDriver)
     wanted = kernels.driver_packages_wanted()
     statement = kernels.meta_statement()

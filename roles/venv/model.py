@@ -48,7 +48,8 @@ class VenvState:
     owner: str  # of the venv's directory
     packages: Mapping[str, str] = field(default_factory=dict)  # canonical name -> version
     foreign: str | None = None  # the first path in the venv not owned by the venv's owner (e.g. pip ran as root)
-    broken: str | None = None  # why it cannot be used as it is (no interpreter, no pyvenv.cfg version …); None: usable
+    # why it cannot be used as it is (no interpreter, no pyvenv.cfg version …); None: usable
+    broken: str | None = None
 
     @property
     def minor(self) -> str:

@@ -11,10 +11,10 @@ exact file already downloaded, so pip cannot swap in another torch build from Py
 
 A set is complete when its stamp (written last) lists the requirements, the indexes and every file with its size and
 sha256, and every file still has them (a wheel changed since it was downloaded is downloaded again, not uploaded);
-then nothing is downloaded again. Checking that means hashing every wheel — gigabytes for the torch ROCm wheel, on every
-run — so each file's sha256 is recorded in `.hashed.json` with its size, inode, mtime and ctime (nanoseconds), and
-taken from there while all four are unchanged: any write or replacement changes the ctime, which cannot be set back, so
-a changed file is always hashed again (as the host side does, roles/uploads.py). A file changed in the last
+then nothing is downloaded again. Checking that means hashing every wheel — gigabytes for the torch ROCm wheel, on
+every run — so each file's sha256 is recorded in `.hashed.json` with its size, inode, mtime and ctime (nanoseconds),
+and taken from there while all four are unchanged: any write or replacement changes the ctime, which cannot be set back,
+so a changed file is always hashed again (as the host side does, roles/uploads.py). A file changed in the last
 seconds is not recorded: timestamps advance in clock ticks, and a write within the tick of the record would keep them.
 Anything else is rebuilt in a private directory (mkdtemp) and moved into place, so an interrupted download never leaves
 a half set that looks complete. Several hosts (greenlets) and several controller processes may ask at once: one

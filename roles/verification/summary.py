@@ -1,15 +1,15 @@
 """The fleet summary, readable at fifty hosts, in its two renderings: reports/summary.md (`markdown_of`) and the
-self-contained page reports/summary.html (`html_of`) — the fleet's findings grouped, then counts per check, then one row
-per host.
+self-contained page reports/summary.html (`html_of`) — the fleet's findings grouped, then counts per check, then one
+row per host.
 
 Pure: takes the hosts' rows (each host's row is host_row.py) and returns groups, counts, Markdown and HTML. Read top
 down, a summary says:
 
 1. **Findings** — every host in exactly one group, by what explains it best: its most telling failing check (the
    report's own priority, the one its one-line reason names), else its warning, else "unreachable", "not verified"
-   or its pass line. "12 hosts ws[05-16]: FAIL linkage.static: libhipblas.so.3 … not found — install ROCm 7.2.4 (…)".
-   Host names are folded (python-hostlist: ws[05-16]). Under each group, the other findings of its hosts, once each,
-   with the hosts that have them.
+   or its pass line. "12 hosts ws[05-16]: FAIL linkage.static: libhipblas.so.3 … not found — install ROCm 7.2.4
+   (…)". Host names are folded (python-hostlist: ws[05-16]). Under each group, the other findings of its hosts, once
+   each, with the hosts that have them.
 2. **Checks** — per check, how many hosts pass, warn, fail or skipped it.
 3. **Hosts** — one short row per host: verdict and the check behind it (never the long reason again), OS, ROCm,
    torch, bitsandbytes, GPUs and archs, the kernel (and the one that boots next, a failed boot-time check), linkage,
@@ -49,7 +49,8 @@ class Group:
     """Hosts whose verdict rests on the same finding."""
 
     verdict: str
-    text: str  # what the hosts' verdict rests on: "linkage.static: libhipblas.so.3 … not found …", "could not connect"
+    # what the hosts' verdict rests on: "linkage.static: libhipblas.so.3 … not found …", "could not connect"
+    text: str
     rows: tuple[Row, ...]
     also: tuple[tuple[Finding, tuple[str, ...]], ...] = field(default=())  # other findings, and which hosts have them
 

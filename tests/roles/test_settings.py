@@ -165,8 +165,8 @@ def test_valid_data_is_normalised():
         (
             {"wheelhouse": "/srv/wheels", "wheelhouse_seed_serve": "10.0.0.11:8765"},
             "wheelhouse_seed",
-            "None, but wheelhouse_seed_serve is set: relay mode needs both — the seed host's name and where it serves "
-            "(ADDRESS:PORT of the seed), or neither",
+            "None, but wheelhouse_seed_serve is set: relay mode needs both — the seed host's name and where it "
+            "serves (ADDRESS:PORT of the seed), or neither",
         ),
         (
             {
@@ -449,7 +449,11 @@ def test_controller_paths_and_labels_may_hold_spaces_and_letters_but_no_control_
     checkout under "My Projects" works; a control character would break their one-line messages or drive a terminal."""
     settings, problems = check_data(
         "ws-01",
-        {"reports_dir": "/home/maría/My Reports", "wheelhouse": "/home/maría/My Wheels", "torch_label": "torch — CPU"},
+        {
+            "reports_dir": "/home/maría/My Reports",
+            "wheelhouse": "/home/maría/My Wheels",
+            "torch_label": "torch — CPU",
+        },
     )
     assert problems == ()
     assert (settings.reports_dir, settings.wheelhouse) == ("/home/maría/My Reports", "/home/maría/My Wheels")

@@ -2,7 +2,8 @@
 jammy workstations with an AMD GPU and AMD's repositories, one already provisioned, one with Ubuntu's colliding
 packages, one on an unsupported release. Each fake host answers the fact commands of stages 1-3 as a real one would
 (tests/support/fake_workstations.py); these tests are mocks, and say so. What they prove: the plan — which operations
-change which host, with exactly which commands — and that an unfit host stops with one line and nothing else runs on it.
+change which host, with exactly which commands — and that an unfit host stops with one line and nothing else runs on
+it.
 
 Stages 4-6 belong to other parts; their operations appear in the plan but are not asserted here.
 """

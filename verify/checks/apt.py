@@ -10,7 +10,8 @@ the ROCm stage installs ROCm from AMD's repositories); a host whose ROCm is mana
   /usr/bin/apt-cache, in English, with a time limit; it reads apt's cache and changes nothing). Ubuntu's rocminfo 5.7.1
   sorts above AMD's 1.0.0.70204: without the pin an upgrade swaps it in (ROCm issues #3656, #6367).
 - `apt.lists`: AMD's repositories in /etc/apt/sources.list(.d) — rocm/apt/<release>, graphics/<release>/ubuntu and
-  amdgpu/<driver>/ubuntu — present and enabled; a distribution upgrade comments them out ("disabled on upgrade to …").
+  amdgpu/<driver>/ubuntu — present and enabled; a distribution upgrade comments them out ("disabled on upgrade to
+  …").
 Not checked in an image (--root): apt's cache describes the machine this runs on.
 """
 

@@ -202,7 +202,8 @@ def judge_linkage(
         evidence["short"] = ", ".join(shorts)
         also = f" (also: {', '.join(shorts[1:])})" if len(shorts) > 1 else ""
         return CheckResult("linkage.static", TITLE, FAIL, problems[0] + also, evidence)
-    summary = ", ".join(f"{n['name']} ← {n.get('origin', n['path'])}" for n in bnb_needed if is_rocm_library(n["name"]))
+    rocm_needed = [n for n in bnb_needed if is_rocm_library(n["name"])]
+    summary = ", ".join(f"{n['name']} ← {n.get('origin', n['path'])}" for n in rocm_needed)
     counts: dict[str, int] = {}
     for item in rocm_objects:
         counts[item["origin"]] = counts.get(item["origin"], 0) + 1

@@ -14,14 +14,14 @@ package is installed), no remote code, and every cache (HF_HOME, torch's compile
 removed at the end. `--time-limit`: the probe stops itself, reports what it measured and removes that directory.
 OpenMP gets one thread unless the caller's environment says otherwise.
 
-On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API —, only those of `--gpu INDEX` when
-given: the verifier names the GPUs NF4 passed on; or the CPU):
+On each device in turn (every GPU that torch sees — torch.cuda is also ROCm's API —, only those of `--gpu INDEX`
+when given: the verifier names the GPUs NF4 passed on; or the CPU):
 1. the checkpoint in 4-bit NF4 (`BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4")`): footprint, the
    parameter split (weights in 4-bit layers vs the rest, for the expected ratio), its logits on a fixed prompt (a
    seeded sequence of token ids: no tokenizer is loaded, the kernels are what is checked), greedy generation of N
-   tokens twice — the first keeping the logits of each one-token step through the KV cache —, tokens/s, and a forward
-   pass over the context and the generated tokens (one-token steps run another kernel than a many-token pass: on a
-   GPU the fused one, which is where 4-bit generation breaks);
+   tokens twice — the first keeping the logits of each one-token step through the KV cache —, tokens/s, and a
+   forward pass over the context and the generated tokens (one-token steps run another kernel than a many-token pass: on
+   a GPU the fused one, which is where 4-bit generation breaks);
 2. the same checkpoint in 16 bits, the reference: footprint, its logits on the prompt, and teacher-forced on the
    4-bit model's context and generated tokens; skipped when its weights cannot fit the GPU;
 and on a GPU the peak device memory of each model.

@@ -245,7 +245,8 @@ def _asked(summary: Mapping[str, Any]) -> str:
 
 
 def paths_text(summary: Mapping[str, Any]) -> str:
-    """ "144 4-bit matmuls (…): paths …; worst kernel error 1.1e-03 (bf16, bound 3.1e-02); quantization error …" """
+    """The device's one line: "144 4-bit matmuls (…): paths …; worst kernel error 1.1e-03 (bf16, bound 3.1e-02);
+    quantization error …"."""
     worst = summary["worst"]
     low, high = summary["quantization"]
     return (

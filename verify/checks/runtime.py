@@ -264,8 +264,9 @@ def check_devices(probe: Mapping[str, Any], want: RuntimeExpectations) -> CheckR
                 "runtime.devices",
                 title,
                 FAIL,
-                f"no GPU visible to torch (torch.cuda.is_available() is {torch.get('cuda_available')}; {visibility}) — "
-                "check /dev/kfd and /dev/dri, the user's render and video groups, and HIP_VISIBLE_DEVICES",
+                f"no GPU visible to torch (torch.cuda.is_available() is {torch.get('cuda_available')}; "
+                f"{visibility}) — check /dev/kfd and /dev/dri, the user's render and video groups, "
+                "and HIP_VISIBLE_DEVICES",
                 evidence,
             )
         return CheckResult(

@@ -124,7 +124,8 @@ def check_system_rocm(
     if not wrong:
         return CheckResult("versions.rocm", title, PASS, f"ROCm {expected_release} (rocm-core {core})", evidence)
     said = ", ".join(f"{where} says {found or 'nothing'}" for where, found in wrong.items())
-    return CheckResult("versions.rocm", title, FAIL, f"system ROCm is not {expected_release}: {said} — {fix}", evidence)
+    reason = f"system ROCm is not {expected_release}: {said} — {fix}"
+    return CheckResult("versions.rocm", title, FAIL, reason, evidence)
 
 
 def run(host: Host) -> list[CheckResult]:

@@ -4,8 +4,8 @@ Shared by them: `seconds` (a numeric argument that must be a finite number of se
 `1e300` are bad usage, one line and exit 2, not a traceback later), `write_stdout` (the command's output; a write
 that fails — /dev/full, a closed pipe — is `OutputError` or BrokenPipeError, which verify/cli.py turns into one line
 and exit 2, or a quiet end for `… | head`) and `say` (one line of the command's own, on stdout or stderr). What they
-print is made inert first (verify/report/host_input.py): it is made of the host's text — file names in the venv are its
-owner's, the probe's error text is the owner's code's — and a root process must not print a control sequence to an
+print is made inert first (verify/report/host_input.py): it is made of the host's text — file names in the venv are
+its owner's, the probe's error text is the owner's code's — and a root process must not print a control sequence to an
 admin's terminal or the journal.
 """
 

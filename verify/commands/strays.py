@@ -1,5 +1,5 @@
-"""`python -m verify strays [--root DIR] [--expect-rocm X.Y.Z] [--json]` — distro-archive ROCm packages installed, what
-needs them, and which ship a SONAME a consumer of that ROCm release (default: the newest this verifier knows) could
+"""`python -m verify strays [--root DIR] [--expect-rocm X.Y.Z] [--json]` — distro-archive ROCm packages installed,
+what needs them, and which ship a SONAME a consumer of that ROCm release (default: the newest this verifier knows) could
 bind to. Exit 0: none; 1: strays found; 2: no usable dpkg database, or a release this verifier does not know."""
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ A result is the static report of one hook run and the drift from the result befo
 most `MAX_STATE` bytes (verify/safe_read.py), and replaced atomically (kept_files.replace_file: a private,
 unpredictable name in the same directory, renamed over the old file), so a reader (or the next run after a hook killed
 halfway) never sees half a file. A file that is not a result — corrupt, another program's, a format this version does
-not read — raises StateError with one line; the hook reports it and the next result replaces it, so the hook never gets
-stuck on its own state.
+not read — raises StateError with one line; the hook reports it and the next result replaces it, so the hook never
+gets stuck on its own state.
 """
 
 from __future__ import annotations

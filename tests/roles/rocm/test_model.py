@@ -146,8 +146,8 @@ def test_wrong_lists_are_named_and_rewritten_keeping_the_keyring(change, problem
     ],
 )
 def test_an_option_that_switches_off_apts_signature_check_is_a_problem_and_dropped(option):
-    """With it, apt installs whatever the mirror serves — over plain http, whatever anyone on the way serves — and the
-    keyring the installer deb brought (the root of trust its sha256 protects) vouches for nothing."""
+    """With it, apt installs whatever the mirror serves — over plain http, whatever anyone on the way serves — and
+    the keyring the installer deb brought (the root of trust its sha256 protects) vouches for nothing."""
     lists = {k: v.replace("[arch=amd64 ", f"[arch=amd64 {option} ") for k, v in NOBLE.items()}
     check = check_repositories(lists, "https://repo.radeon.com", "7.2.4", "30.30.4", "noble")
     assert check.problems == (

@@ -3,8 +3,8 @@
 The task runs once per `pyinfra INVENTORY tasks/status.py`; pyinfra compiles the project's modules from source on
 every run (its CLI sets sys.dont_write_bytecode), so each module the task imports is paid for each time. Reading and
 judging kept reports and writing the summary needs the report reader, its schema, the release data and the command
-that runs the installed verifier's launcher — not the ELF reader, dpkg's database or the checks. (The task itself, over
-SSH: tests/tasks/test_status_fleet.py; its cost against pyinfra's floor: bench/status_scale.py.)"""
+that runs the installed verifier's launcher — not the ELF reader, dpkg's database or the checks. (The task itself,
+over SSH: tests/tasks/test_status_fleet.py; its cost against pyinfra's floor: bench/status_scale.py.)"""
 
 from __future__ import annotations
 

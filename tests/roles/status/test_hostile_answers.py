@@ -1,6 +1,6 @@
 """One host never breaks the fleet's view (issue 26, item 3): whatever a host keeps or answers, the controller's reader
-makes that host's row — NOT VERIFIED, naming the file and why — and the status and the summary of every other host are
-written. The kept files are real files read by the host's own reader (verify/report/kept_files.py); the answers go
+makes that host's row — NOT VERIFIED, naming the file and why — and the status and the summary of every other host
+are written. The kept files are real files read by the host's own reader (verify/report/kept_files.py); the answers go
 through the status fact's own parser (roles/status/facts.py). Each case made the reader raise before."""
 
 from __future__ import annotations

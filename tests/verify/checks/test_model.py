@@ -165,7 +165,8 @@ GENERATION_FAULTS = [
 @pytest.mark.parametrize(("standin", "environ"), GENERATION_FAULTS)
 def test_model_check_fails_when_only_the_path_of_decoding_is_broken(planted, standin, environ):
     """The faults of issue 24: dequantize_4bit and every many-token matmul right, the one-token steps wrong. The
-    prompt's logits — what the check compared before — cannot tell; one-token decoding against a forward pass can."""
+    prompt's logits — what the check compared before — cannot tell; one-token decoding against a forward pass
+    can."""
     run = _run(SYNTHETIC_CPU, planted(standin, **environ))
     check = _only(judge_model(run, SYNTHETIC_CPU), "model.cpu")
     assert check.status == FAIL, check.reason

@@ -105,8 +105,9 @@ def test_a_healthy_matrix_passes_and_says_which_paths_ran():
     summary = nf4.paths_summary(paths)
     assert summary["paths"] == "dequantize+linear M 1–64" and summary["fused_rows"] == ""
     assert nf4.paths_text(summary) == (
-        "144 4-bit matmuls (fp16/bf16 × double quant on/off × M 1–64 × K 256/288 × matmul_4bit/Linear4bit): paths "
-        "dequantize+linear M 1–64; worst kernel error 2.6e-04 (fp16, bound 3.9e-03); quantization error 0.090–0.090"
+        "144 4-bit matmuls (fp16/bf16 × double quant on/off × M 1–64 × K 256/288 × matmul_4bit/Linear4bit): "
+        "paths dequantize+linear M 1–64; worst kernel error 2.6e-04 (fp16, bound 3.9e-03); "
+        "quantization error 0.090–0.090"
     )
 
 
@@ -126,8 +127,8 @@ def test_one_matmul_at_its_bound_fails_and_just_under_passes(share, fails):
     if fails:
         assert problems == [
             "kernel error over its bound in 1 of 144 4-bit matmuls (M 1, fp16, double quant, K 256, Linear4bit, fused "
-            "kernel): worst 0.00391 ≥ 0.00391 at Linear4bit fp16 double quant M=1 K=256 (fused kernel) — the kernel "
-            "does not compute x @ dequantize_4bit(w).T"
+            "kernel): worst 0.00391 ≥ 0.00391 at Linear4bit fp16 double quant M=1 K=256 (fused kernel) — "
+            "the kernel does not compute x @ dequantize_4bit(w).T"
         ]
 
 

@@ -186,8 +186,8 @@ def test_the_hook_imports_neither_torch_nor_bitsandbytes(copy, workstation, tmp_
         (
             "time limit",
             ["--time-limit", "0.001"],
-            f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — re-verify with: "
-            "pyinfra INVENTORY tasks/verify.py",
+            f"{PREFIX} no check this time — it took longer than its time limit; apt is not affected — "
+            "re-verify with: pyinfra INVENTORY tasks/verify.py",
         ),
     ],
 )

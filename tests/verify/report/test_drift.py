@@ -128,8 +128,8 @@ def test_rocm_removed_says_what_is_no_longer_found_and_which_check_failed(report
     assert drift.lines() == [
         "worse: libhipblas.so.3 is no longer found (it resolved to /opt/rocm/lib/libhipblas.so.3)",
         "worse: libhipblaslt.so.1 is no longer found (it resolved to /opt/rocm/lib/libhipblaslt.so.1)",
-        "worse: versions.rocm: pass → fail — no system ROCm (no /opt/rocm/.info/version, rocm-core not installed) — "
-        "install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms)",
+        "worse: versions.rocm: pass → fail — no system ROCm (no /opt/rocm/.info/version, rocm-core not installed) "
+        "— install ROCm 7.2.4 (amdgpu-install -y --usecase=rocm --no-dkms)",
         "changed: no longer loaded: libamdhip64.so.7, librocm_smi64.so.1",
         "changed: system ROCm: 7.2.4-93 → none",
     ]

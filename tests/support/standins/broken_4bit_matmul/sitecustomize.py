@@ -8,7 +8,8 @@ the blocksize — and dequantizes above. This stand-in registers a CPU kernel fo
 computes with bitsandbytes' own default implementation (the right numbers), and breaks its fused path as STANDIN_FAULT
 says:
     none          nothing is broken: the control (the registered kernel alone changes no number)
-    rows-1        M = 1 only — the GEMV every decode step takes: each block's scale from the next block (#1887's class)
+    rows-1        M = 1 only — the GEMV every decode step takes: each block's scale from the next block
+                  (#1887's class)
     rows-8        the whole fused path, M <= 8: each output from its neighbour's weight row (#2087: "unrelated")
     bfloat16      bf16 only: the two 4-bit codes of each byte swapped
     double-quant  double quantization only: the absmax offset forgotten
